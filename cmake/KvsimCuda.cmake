@@ -1,0 +1,23 @@
+# CUDA is switched on automatically where nvcc exists (KVSIM_CUDA=AUTO), off otherwise.
+set(KVSIM_HAVE_CUDA OFF)
+if(NOT KVSIM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # nvcc 13 accepts sm_75 and newer only; never "native" (a CMake error without a GPU).
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    if(NOT CMAKE_CUDA_HOST_COMPILER AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+    endif()
+    # Decided once, globally, before enable_language: static cudart, no libcudart.so at run time.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(KVSIM_HAVE_CUDA ON)
+  elseif(KVSIM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "KVSIM_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "kvsim: CUDA backend = ${KVSIM_HAVE_CUDA}")

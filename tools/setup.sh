@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of kvsim from Debian packages.
+# Idempotent: it calls apt only for packages that are missing, so a second run costs ~0.2 s.
+# CUDA is not installed here: it is used when nvcc is present (see CMakeLists.txt).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build clang clang-format libclang-rt-14-dev
+  libgtest-dev libgmock-dev librapidcheck-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
