@@ -25,3 +25,10 @@ constexpr std::string_view to_string(Residency r) {
 }
 
 }  // namespace kvsim
+
+#include <array>
+
+namespace kvsim {
+// A SHA-256 digest naming one KV page in storage (see core/tiers/page_hash.h).
+using PageDigest = std::array<uint8_t, 32>;
+}  // namespace kvsim

@@ -1,0 +1,533 @@
+#include "core/tree/radix_tree.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/common/assert.h"
+#include "core/tree/full_component.h"
+
+namespace kvsim {
+namespace {
+
+void check_value_shape(const TreeNode& n, const std::optional<IndexVector>& v, Tier tier,
+                       const char* what, SanityReport& report) {
+  if (!v) return;
+  if (v->size() != n.key.size()) {
+    report.add("tree.shape", std::string(what) + " length differs from key length", n.id);
+  }
+  if (v->tier() != tier) report.add("tree.shape", std::string(what) + " has the wrong tier", n.id);
+  if (v->residency() != Residency::kHost) {
+    report.add("residency", std::string(what) + " stored in the tree is device-resident", n.id);
+  }
+}
+
+}  // namespace
+
+RadixTree::RadixTree(RadixTreeOptions options) : options_(options) {
+  KV_ASSERT(options_.page_size > 0, "page_size must be positive");
+  root_ = std::make_unique<TreeNode>();
+  root_->id = 0;
+  root_->full().value = IndexVector(Tier::kDevice, {});
+  root_->full().host_value = IndexVector(Tier::kHost, {});
+  root_->full().lock_ref = 1;
+  nodes_[0] = root_.get();
+  add_component(std::make_unique<FullComponent>());
+}
+
+RadixTree::~RadixTree() = default;
+
+void RadixTree::add_component(std::unique_ptr<TreeComponent> component) {
+  for (const auto& c : components_) {
+    KV_ASSERT(c->type() != component->type(), "component added twice");
+  }
+  components_.push_back(std::move(component));
+}
+
+TreeNode* RadixTree::find(NodeId id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+ChildKey RadixTree::child_key(Namespace ns, std::span<const Token> tokens) const {
+  const auto page = static_cast<size_t>(options_.page_size);
+  KV_ASSERT(tokens.size() >= page, "child key needs a whole page");
+  return ChildKey{ns, std::vector<Token>(tokens.begin(), tokens.begin() + page)};
+}
+
+size_t RadixTree::common_prefix(const std::vector<Token>& key, std::span<const Token> tokens) const {
+  const size_t limit = std::min(key.size(), tokens.size());
+  size_t n = 0;
+  while (n < limit && key[n] == tokens[n]) ++n;
+  return n / static_cast<size_t>(options_.page_size) * static_cast<size_t>(options_.page_size);
+}
+
+TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, std::vector<Token> key) {
+  KV_ASSERT(!key.empty() && key.size() % static_cast<size_t>(options_.page_size) == 0,
+            "Key should be page-aligned");
+  auto node = std::make_unique<TreeNode>();
+  node->id = next_id_++;
+  node->parent = parent;
+  node->ns = ns;
+  node->key = std::move(key);
+  node->creation = ++clock_;
+  node->last_access = node->creation;
+  TreeNode* raw = node.get();
+  auto [it, inserted] = parent->children.emplace(child_key(ns, raw->key), std::move(node));
+  KV_ASSERT(inserted, "child key already present");
+  nodes_[raw->id] = raw;
+  return raw;
+}
+
+TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
+  KV_ASSERT(prefix_tokens > 0 && prefix_tokens < node.key.size(), "Invalid prefix size for split");
+  KV_ASSERT(prefix_tokens % static_cast<size_t>(options_.page_size) == 0, "unaligned split");
+  TreeNode* parent = node.parent;
+  const ChildKey key = child_key(node.ns, node.key);
+
+  auto prefix = std::make_unique<TreeNode>();
+  prefix->id = next_id_++;
+  prefix->parent = parent;
+  prefix->ns = node.ns;
+  prefix->key.assign(node.key.begin(), node.key.begin() + static_cast<ptrdiff_t>(prefix_tokens));
+  node.key.erase(node.key.begin(), node.key.begin() + static_cast<ptrdiff_t>(prefix_tokens));
+  for (const auto& c : components_) c->on_split(*prefix, node, prefix_tokens);
+  prefix->hit_count = node.hit_count;
+  prefix->last_access = node.last_access;
+  prefix->creation = node.creation;
+  prefix->write_through_pending = node.write_through_pending;
+  if (!node.hash_value.empty()) {
+    const size_t pages = prefix_tokens / static_cast<size_t>(options_.page_size);
+    prefix->hash_value.assign(node.hash_value.begin(),
+                              node.hash_value.begin() + static_cast<ptrdiff_t>(pages));
+    node.hash_value.erase(node.hash_value.begin(),
+                          node.hash_value.begin() + static_cast<ptrdiff_t>(pages));
+  }
+
+  // Re-hang: the parent's slot (same first page) now holds the prefix; the prefix holds node.
+  std::unique_ptr<TreeNode>& slot = parent->children.at(key);
+  std::unique_ptr<TreeNode> suffix = std::move(slot);
+  TreeNode* raw = prefix.get();
+  slot = std::move(prefix);
+  suffix->parent = raw;
+  raw->children.emplace(child_key(raw->ns, suffix->key), std::move(suffix));
+  nodes_[raw->id] = raw;
+  refresh_leaf(node);
+  refresh_leaf(*raw);
+  return raw;
+}
+
+MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens) {
+  const auto page = static_cast<size_t>(options_.page_size);
+  std::span<const Token> rest = tokens.first(tokens.size() / page * page);
+  std::vector<TreeNode*> path;
+  TreeNode* node = root_.get();
+  while (!rest.empty()) {
+    auto it = node->children.find(child_key(ns, rest));
+    if (it == node->children.end()) break;
+    TreeNode* child = it->second.get();
+    const size_t n = common_prefix(child->key, rest);
+    const bool partial = n < child->key.size();
+    if (partial) child = split(*child, n);
+    path.push_back(child);
+    rest = rest.subspan(n);
+    node = child;
+    if (partial) break;
+  }
+
+  MatchResult result;
+  result.last_device_node = root_.get();
+  result.last_host_node = root_.get();
+  result.best_match_node = root_.get();
+  std::vector<std::unique_ptr<MatchValidator>> validators;
+  for (const auto& c : components_) validators.push_back(c->make_validator());
+  size_t device_depth = 0;  // path entries up to last_device_node
+  size_t best_depth = 0;
+  for (size_t i = 0; i < path.size(); ++i) {
+    TreeNode* n = path[i];
+    touch(*n);  // root→leaf: deeper nodes are more recent
+    bool device = true;
+    bool host = true;
+    for (auto& v : validators) {
+      const MatchVerdict verdict = v->visit(*n);
+      device = device && verdict.device;
+      host = host && verdict.host;
+    }
+    if (device) {
+      result.last_device_node = n;
+      device_depth = i + 1;
+    }
+    if (host) {
+      result.best_match_node = n;
+      best_depth = i + 1;
+    }
+    if (n->backed_up()) result.last_host_node = n;
+  }
+  for (size_t i = 0; i < device_depth; ++i) {
+    KV_ASSERT(!path[i]->evicted(), "device match through an evicted node");
+    result.device_indices.append(*path[i]->full().value);
+  }
+  for (size_t i = device_depth; i < best_depth; ++i) {
+    result.host_hit_length += path[i]->token_count();
+  }
+  return result;
+}
+
+InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
+                               const IndexVector& value) {
+  const auto page = static_cast<size_t>(options_.page_size);
+  const size_t aligned = tokens.size() / page * page;
+  KV_ASSERT(value.tier() == Tier::kDevice, "insert needs device slots");
+  KV_ASSERT(value.size() >= aligned, "insert value shorter than its key");
+  InsertResult result;
+  TreeNode* node = root_.get();
+  size_t pos = 0;
+  while (pos < aligned) {
+    std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
+    auto it = node->children.find(child_key(ns, rest));
+    if (it == node->children.end()) break;
+    TreeNode* child = it->second.get();
+    const size_t n = common_prefix(child->key, rest);
+    if (n < child->key.size()) child = split(*child, n);
+    if (child->evicted()) {
+      // KV recomputed after eviction: the request's slots become the node's value again.
+      set_device_value(*child, value.slice(pos, pos + n));
+    } else {
+      result.prefix_len += static_cast<int64_t>(n);
+      bump_hit_count(*child);
+      result.hit_nodes.push_back(child);
+    }
+    touch(*child);
+    pos += n;
+    node = child;
+  }
+  if (pos < aligned) {
+    TreeNode* leaf = new_node(node, ns, std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
+                                                           tokens.begin() + static_cast<ptrdiff_t>(aligned)));
+    set_device_value(*leaf, value.slice(pos, aligned));
+    bump_hit_count(*leaf);
+    result.hit_nodes.push_back(leaf);
+    node = leaf;
+  }
+  result.last_node = node;
+  return result;
+}
+
+HostInsertResult RadixTree::insert_host(TreeNode& anchor, std::span<const Token> tokens,
+                                        const IndexVector& host_value,
+                                        std::span<const PageDigest> hashes) {
+  const auto page = static_cast<size_t>(options_.page_size);
+  const size_t aligned = tokens.size() / page * page;
+  KV_ASSERT(anchor.backed_up(), "host insert under a node without a host copy");
+  KV_ASSERT(host_value.tier() == Tier::kHost && host_value.size() >= aligned,
+            "host insert needs host slots for every token");
+  KV_ASSERT(hashes.empty() || hashes.size() >= aligned / page, "one hash per page");
+  HostInsertResult result;
+  TreeNode* node = &anchor;
+  const Namespace ns = anchor.is_root() ? 0 : anchor.ns;
+  size_t pos = 0;
+  while (pos < aligned) {
+    std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
+    auto it = node->children.find(child_key(ns, rest));
+    if (it == node->children.end()) break;
+    TreeNode* child = it->second.get();
+    const size_t n = common_prefix(child->key, rest);
+    if (n < child->key.size()) child = split(*child, n);
+    if (!child->backed_up()) {
+      // A host-only node here would hang under a node with no host copy (invariant 7).
+      result.refused_len = static_cast<int64_t>(aligned - pos);
+      result.last_node = node;
+      return result;
+    }
+    result.present_len += static_cast<int64_t>(n);
+    pos += n;
+    node = child;
+  }
+  if (pos < aligned) {
+    TreeNode* leaf = new_node(node, ns, std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
+                                                           tokens.begin() + static_cast<ptrdiff_t>(aligned)));
+    leaf->full().host_value = host_value.slice(pos, aligned);
+    if (!hashes.empty()) {
+      leaf->hash_value.assign(hashes.begin() + static_cast<ptrdiff_t>(pos / page),
+                              hashes.begin() + static_cast<ptrdiff_t>(aligned / page));
+    }
+    refresh_leaf_and_parent(*leaf);
+    result.inserted_len = static_cast<int64_t>(aligned - pos);
+    node = leaf;
+  }
+  result.last_node = node;
+  return result;
+}
+
+LockRecord RadixTree::lock(TreeNode& anchor) {
+  LockRecord record;
+  record.anchor = anchor.id;
+  for (const auto& c : components_) c->acquire_lock(*this, anchor, record);
+  return record;
+}
+
+void RadixTree::unlock(const LockRecord& record) {
+  for (const auto& c : components_) c->release_lock(*this, record);
+}
+
+void RadixTree::protect_host(TreeNode& node) {
+  ++node.full().host_lock_ref;
+  refresh_leaf(node);
+}
+
+void RadixTree::release_host(TreeNode& node) {
+  KV_ASSERT(node.full().host_lock_ref > 0, "Host reference counter is already zero.");
+  --node.full().host_lock_ref;
+  refresh_leaf(node);
+}
+
+void RadixTree::inc_full_lock(TreeNode& node) {
+  KV_ASSERT(!node.evicted(), "Cannot lock reference on an evicted node");
+  if (node.is_root()) return;
+  if (node.full().lock_ref == 0) {
+    evictable_size_ -= node.token_count();
+    protected_size_ += node.token_count();
+  }
+  ++node.full().lock_ref;
+  refresh_leaf(node);
+}
+
+void RadixTree::dec_full_lock(TreeNode& node) {
+  if (node.is_root()) return;
+  KV_ASSERT(node.full().lock_ref > 0, "Cannot decrement reference count = zero");
+  --node.full().lock_ref;
+  if (node.full().lock_ref == 0) {
+    evictable_size_ += node.token_count();
+    protected_size_ -= node.token_count();
+  }
+  refresh_leaf(node);
+}
+
+TreeNode* RadixTree::next_device_victim() const {
+  return device_leaves_.empty() ? nullptr : device_leaves_.begin()->second;
+}
+
+TreeNode* RadixTree::next_host_victim() const {
+  return host_leaves_.empty() ? nullptr : host_leaves_.begin()->second;
+}
+
+IndexVector RadixTree::demote(TreeNode& node) {
+  KV_ASSERT(is_device_leaf(node), "demote of a node that is not an evictable device leaf");
+  KV_ASSERT(node.backed_up(), "demote of a node without a host copy");
+  IndexVector slots = std::move(*node.full().value);
+  node.full().value.reset();
+  evictable_size_ -= node.token_count();
+  refresh_leaf_and_parent(node);
+  return slots;
+}
+
+IndexVector RadixTree::remove_device_leaf(TreeNode& node) {
+  KV_ASSERT(is_device_leaf(node), "non-leaf, node " + std::to_string(node.id));
+  KV_ASSERT(node.children.empty(), "non-leaf, node " + std::to_string(node.id));
+  KV_ASSERT(!node.backed_up(), "remove of a backed-up node would leak its host slots");
+  IndexVector slots = std::move(*node.full().value);
+  node.full().value.reset();
+  evictable_size_ -= node.token_count();
+  detach(node);
+  return slots;
+}
+
+IndexVector RadixTree::remove_host_leaf(TreeNode& node) {
+  KV_ASSERT(is_host_leaf(node), "node " + std::to_string(node.id) + " is not an H-leaf");
+  IndexVector slots = std::move(*node.full().host_value);
+  detach(node);
+  return slots;
+}
+
+void RadixTree::set_device_value(TreeNode& node, IndexVector value) {
+  KV_ASSERT(!node.is_root() && node.evicted(), "device value set on a node already on device");
+  KV_ASSERT(node.parent->is_root() || !node.parent->evicted(),
+            "device value under an evicted parent breaks root-closed residency");
+  KV_ASSERT(value.size() == node.key.size() && value.tier() == Tier::kDevice,
+            "device value shape");
+  KV_ASSERT(value.residency() == Residency::kHost, "tree stores host-resident indices only");
+  node.full().value = std::move(value);
+  evictable_size_ += node.token_count();  // evicted nodes are never locked
+  refresh_leaf_and_parent(node);
+}
+
+void RadixTree::set_host_value(TreeNode& node, IndexVector host_value) {
+  KV_ASSERT(!node.is_root() && !node.backed_up(), "host value set twice");
+  KV_ASSERT(host_value.size() == node.key.size() && host_value.tier() == Tier::kHost,
+            "host value shape");
+  KV_ASSERT(host_value.residency() == Residency::kHost, "tree stores host-resident indices only");
+  node.full().host_value = std::move(host_value);
+  refresh_leaf(node);
+}
+
+void RadixTree::touch(TreeNode& node) {
+  node.last_access = ++clock_;
+  refresh_leaf(node);
+}
+
+void RadixTree::bump_hit_count(TreeNode& node) {
+  ++node.hit_count;
+  refresh_leaf(node);
+}
+
+int64_t RadixTree::host_size() const {
+  int64_t total = 0;
+  for_each_node([&](const TreeNode& n) {
+    if (!n.is_root() && n.backed_up()) total += n.token_count();
+  });
+  return total;
+}
+
+bool RadixTree::is_device_leaf(const TreeNode& node) const {
+  if (node.is_root() || node.evicted() || node.full().lock_ref > 0) return false;
+  for (const auto& [key, child] : node.children) {
+    if (!child->evicted()) return false;
+  }
+  return true;
+}
+
+bool RadixTree::is_host_leaf(const TreeNode& node) const {
+  return !node.is_root() && node.evicted() && node.backed_up() && node.children.empty() &&
+         node.full().lock_ref == 0 && node.full().host_lock_ref == 0;
+}
+
+void RadixTree::file_device_leaf(TreeNode& node, bool member) {
+  if (node.device_leaf_key) device_leaves_.erase(*node.device_leaf_key);
+  node.device_leaf_key.reset();
+  if (!member) return;
+  const EvictionKey key = eviction_key(options_.eviction_policy, node);
+  device_leaves_.emplace(key, &node);
+  node.device_leaf_key = key;
+}
+
+void RadixTree::file_host_leaf(TreeNode& node, bool member) {
+  if (node.host_leaf_key) host_leaves_.erase(*node.host_leaf_key);
+  node.host_leaf_key.reset();
+  if (!member) return;
+  const EvictionKey key = eviction_key(EvictionPolicy::kLru, node);
+  host_leaves_.emplace(key, &node);
+  node.host_leaf_key = key;
+}
+
+void RadixTree::refresh_leaf(TreeNode& node) {
+  file_device_leaf(node, is_device_leaf(node));
+  file_host_leaf(node, is_host_leaf(node));
+}
+
+void RadixTree::refresh_leaf_and_parent(TreeNode& node) {
+  refresh_leaf(node);
+  if (node.parent != nullptr) refresh_leaf(*node.parent);
+}
+
+void RadixTree::detach(TreeNode& node) {
+  KV_ASSERT(!node.is_root() && node.children.empty(), "detach of a non-leaf");
+  file_device_leaf(node, false);
+  file_host_leaf(node, false);
+  TreeNode* parent = node.parent;
+  nodes_.erase(node.id);
+  const size_t erased = parent->children.erase(child_key(node.ns, node.key));
+  KV_ASSERT(erased == 1, "parent does not have child key");
+  refresh_leaf(*parent);
+}
+
+std::vector<TreeNode*> RadixTree::path_to(TreeNode& node) {
+  std::vector<TreeNode*> path;
+  for (TreeNode* n = &node; !n->is_root(); n = n->parent) path.push_back(n);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+std::vector<Token> RadixTree::prefix_tokens(const TreeNode& node) {
+  std::vector<const TreeNode*> chain;
+  for (const TreeNode* n = &node; !n->is_root(); n = n->parent) chain.push_back(n);
+  std::vector<Token> tokens;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    tokens.insert(tokens.end(), (*it)->key.begin(), (*it)->key.end());
+  }
+  return tokens;
+}
+
+void RadixTree::sanity_check(SanityReport& report) const {
+  check_shape(report);
+  check_accounting(report);
+  for (const auto& c : components_) c->sanity_check(*this, report);
+}
+
+void RadixTree::check_shape(SanityReport& report) const {
+  const auto page = static_cast<size_t>(options_.page_size);
+  size_t visited = 0;
+  for_each_node([&](const TreeNode& n) {
+    ++visited;
+    for (const auto& [key, child] : n.children) {
+      if (child->parent != &n) report.add("tree.shape", "child's parent link is wrong", child->id);
+      if (child->key.size() < page || key != child_key(child->ns, child->key)) {
+        report.add("tree.shape", "child stored under the wrong key", child->id);
+      }
+    }
+    if (n.is_root()) return;
+    if (n.key.empty() || n.key.size() % page != 0) {
+      report.add("tree.shape", "Misaligned key", n.id);
+    }
+    check_value_shape(n, n.full().value, Tier::kDevice, "device value", report);
+    check_value_shape(n, n.full().host_value, Tier::kHost, "host value", report);
+    if (!n.hash_value.empty() && n.hash_value.size() != n.key.size() / page) {
+      report.add("tree.hash_shape", "hash_value is not one digest per page", n.id);
+    }
+    const TreeNode& p = *n.parent;
+    if (!n.evicted() && !p.is_root() && p.evicted()) {
+      report.add("tree.residency_root_closed",
+                 "node on device but parent " + std::to_string(p.id) + " evicted", n.id);
+    }
+    if (n.evicted() && !n.backed_up()) report.add("tree.dead_node", "no device or host copy", n.id);
+    if (options_.check_backup_contiguity && n.backed_up() && !p.is_root() && !p.backed_up()) {
+      report.add("tree.backup_contiguity", "backed up but parent not backed up", n.id);
+    }
+  });
+  if (visited != nodes_.size()) {
+    report.add("tree.shape", "node index holds " + std::to_string(nodes_.size()) +
+                                 " nodes, walk found " + std::to_string(visited));
+  }
+}
+
+void RadixTree::check_accounting(SanityReport& report) const {
+  int64_t evictable = 0;
+  int64_t locked = 0;
+  size_t device_leaves = 0;
+  size_t host_leaves = 0;
+  for_each_node([&](const TreeNode& n) {
+    if (!n.is_root() && !n.evicted()) {
+      (n.full().lock_ref > 0 ? locked : evictable) += n.token_count();
+    }
+    const bool device_leaf = is_device_leaf(n);
+    const bool host_leaf = is_host_leaf(n);
+    device_leaves += device_leaf ? 1 : 0;
+    host_leaves += host_leaf ? 1 : 0;
+    const bool filed_device = n.device_leaf_key.has_value() &&
+                              *n.device_leaf_key == eviction_key(options_.eviction_policy, n) &&
+                              device_leaves_.count(*n.device_leaf_key) == 1 &&
+                              device_leaves_.at(*n.device_leaf_key) == &n;
+    const bool filed_host = n.host_leaf_key.has_value() &&
+                            *n.host_leaf_key == eviction_key(EvictionPolicy::kLru, n) &&
+                            host_leaves_.count(*n.host_leaf_key) == 1 &&
+                            host_leaves_.at(*n.host_leaf_key) == &n;
+    if (device_leaf != filed_device) {
+      report.add("tree.leaf_set", device_leaf ? "D-leaf missing" : "D-leaf extra", n.id);
+    }
+    if (host_leaf != filed_host) {
+      report.add("tree.leaf_set", host_leaf ? "H-leaf missing" : "H-leaf extra", n.id);
+    }
+    if (device_leaf && host_leaf) report.add("tree.leaf_set", "node in both leaf sets", n.id);
+  });
+  if (device_leaves != device_leaves_.size() || host_leaves != host_leaves_.size()) {
+    report.add("tree.leaf_set", "leaf sets hold stale nodes");
+  }
+  if (evictable != evictable_size_) {
+    report.add("tree.size_accounting", "evictable_size " + std::to_string(evictable_size_) +
+                                           " != recomputed " + std::to_string(evictable));
+  }
+  if (locked != protected_size_) {
+    report.add("tree.size_accounting", "protected_size " + std::to_string(protected_size_) +
+                                           " != recomputed " + std::to_string(locked));
+  }
+}
+
+}  // namespace kvsim

@@ -1,0 +1,154 @@
+// RadixTree: a page-aligned radix tree over token sequences, with namespaces, per-component
+// data on every node, path locks, evictable-leaf sets and size accounting.
+//
+// The tree is mechanism only: it never allocates or frees slots and never copies bytes. The
+// operations that change residency (demote, remove_device_leaf, set_device_value, ...) hand
+// slot indices back to the caller (HiCache), which owns the pools and the controller.
+//
+// Invariants (sanity_check reports each by the stable name in brackets):
+//  1. [tree.shape] parent/child links agree; children are keyed by (ns, first page); keys are
+//     positive page multiples; values and host values match key length, tier and residency;
+//  2. [tree.residency_root_closed] a node on device has a parent on device (or the root), so
+//     evicted nodes form a bottom segment of every path;
+//  3. [tree.dead_node] every evicted node has a host copy;
+//  4. [tree.lock] lock_ref >= 0, host_lock_ref >= 0, lock_ref > 0 only on device nodes, and
+//     lock_ref(n) >= lock_ref(child) for every child (path-lock law);
+//  5. [tree.size_accounting] evictable_size and protected_size equal their recomputed sums;
+//  6. [tree.leaf_set] device and host leaf sets equal their definitions and are disjoint;
+//  7. [tree.backup_contiguity] (write-through modes) a backed-up node has a backed-up parent;
+//  8. [tree.hash_shape] hash_value is empty or has one digest per page.
+//
+// Thread-safety: none; one scheduler thread calls it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/common/sanity.h"
+#include "core/tree/component.h"
+#include "core/tree/eviction_policy.h"
+#include "core/tree/match_result.h"
+#include "core/tree/tree_node.h"
+
+namespace kvsim {
+
+struct RadixTreeOptions {
+  int32_t page_size = 1;
+  EvictionPolicy eviction_policy = EvictionPolicy::kLru;
+  bool check_backup_contiguity = true;  // false for write_back, where it need not hold
+};
+
+class RadixTree {
+ public:
+  explicit RadixTree(RadixTreeOptions options);
+  ~RadixTree();
+  RadixTree(const RadixTree&) = delete;
+  RadixTree& operator=(const RadixTree&) = delete;
+
+  // Adds a component (the full-attention component is added by the constructor).
+  void add_component(std::unique_ptr<TreeComponent> component);
+  const std::vector<std::unique_ptr<TreeComponent>>& components() const { return components_; }
+
+  const RadixTreeOptions& options() const { return options_; }
+  int32_t page_size() const { return options_.page_size; }
+  TreeNode* root() { return root_.get(); }
+  const TreeNode* root() const { return root_.get(); }
+  // nullptr when the node no longer exists (removed by eviction).
+  TreeNode* find(NodeId id) const;
+  size_t node_count() const { return nodes_.size(); }
+
+  // --- Lookup and insertion ---
+  // Longest page-aligned cached prefix of `tokens` in namespace `ns`. Splits a node where
+  // the match ends inside it and refreshes access times, so it mutates the tree.
+  MatchResult match_prefix(Namespace ns, std::span<const Token> tokens);
+  // Inserts the page-aligned prefix of `tokens` with device slots `value` (same length).
+  // Evicted nodes on the path get their device value back from `value`.
+  InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value);
+  // Inserts host-only nodes for `tokens` (a continuation of `anchor`'s path) with host slots
+  // `host_value`, as a storage prefetch does. Descends existing nodes; stops before a node
+  // without a host copy. The caller frees host slots of present and refused tokens.
+  HostInsertResult insert_host(TreeNode& anchor, std::span<const Token> tokens,
+                               const IndexVector& host_value,
+                               std::span<const PageDigest> hashes);
+
+  // --- Locks (all components) ---
+  LockRecord lock(TreeNode& anchor);
+  void unlock(const LockRecord& record);
+  // Host protection of one node against evict_host.
+  void protect_host(TreeNode& node);
+  void release_host(TreeNode& node);
+
+  // --- Residency changes; each returns the slots the caller must free ---
+  TreeNode* next_device_victim() const;  // lowest-priority unlocked device leaf, or nullptr
+  TreeNode* next_host_victim() const;    // lowest-priority host-only leaf, or nullptr
+  IndexVector demote(TreeNode& node);    // backed-up device leaf → host-only; device slots
+  IndexVector remove_device_leaf(TreeNode& node);  // not-backed-up leaf removed; device slots
+  IndexVector remove_host_leaf(TreeNode& node);    // host-only leaf removed; host slots
+  void set_device_value(TreeNode& node, IndexVector value);  // load-back target
+  void set_host_value(TreeNode& node, IndexVector host_value);  // backup target
+  void touch(TreeNode& node);  // refresh the access time (and leaf order)
+  void bump_hit_count(TreeNode& node);
+
+  // For components: full-attention lock counting with accounting and leaf upkeep.
+  void inc_full_lock(TreeNode& node);
+  void dec_full_lock(TreeNode& node);
+
+  // --- Accounting ---
+  int64_t evictable_size() const { return evictable_size_; }  // device tokens, unlocked
+  int64_t protected_size() const { return protected_size_; }  // device tokens, locked
+  int64_t host_size() const;                                  // tokens with a host copy (O(n))
+  size_t device_leaf_count() const { return device_leaves_.size(); }
+  size_t host_leaf_count() const { return host_leaves_.size(); }
+
+  // Visits every node (root first, then children in key order): deterministic.
+  template <typename F>
+  void for_each_node(F&& f) const {
+    std::vector<const TreeNode*> stack{root_.get()};
+    while (!stack.empty()) {
+      const TreeNode* n = stack.back();
+      stack.pop_back();
+      f(*n);
+      for (auto it = n->children.rbegin(); it != n->children.rend(); ++it) {
+        stack.push_back(it->second.get());
+      }
+    }
+  }
+
+  // Path of `node` from the root's child down to `node`.
+  static std::vector<TreeNode*> path_to(TreeNode& node);
+  // Tokens from the root to `node` (inclusive).
+  static std::vector<Token> prefix_tokens(const TreeNode& node);
+
+  void sanity_check(SanityReport& report) const;
+
+ private:
+  TreeNode* new_node(TreeNode* parent, Namespace ns, std::vector<Token> key);
+  TreeNode* split(TreeNode& node, size_t prefix_tokens);
+  ChildKey child_key(Namespace ns, std::span<const Token> tokens) const;
+  size_t common_prefix(const std::vector<Token>& key, std::span<const Token> tokens) const;
+  void refresh_leaf(TreeNode& node);
+  void refresh_leaf_and_parent(TreeNode& node);
+  void file_device_leaf(TreeNode& node, bool member);
+  void file_host_leaf(TreeNode& node, bool member);
+  bool is_device_leaf(const TreeNode& node) const;
+  bool is_host_leaf(const TreeNode& node) const;
+  void detach(TreeNode& node);
+  void check_shape(SanityReport& report) const;
+  void check_accounting(SanityReport& report) const;
+
+  RadixTreeOptions options_;
+  std::unique_ptr<TreeNode> root_;
+  std::vector<std::unique_ptr<TreeComponent>> components_;
+  std::map<NodeId, TreeNode*> nodes_;  // every live node, root included
+  std::map<EvictionKey, TreeNode*> device_leaves_;
+  std::map<EvictionKey, TreeNode*> host_leaves_;
+  NodeId next_id_ = 1;
+  uint64_t clock_ = 0;  // logical access clock
+  int64_t evictable_size_ = 0;
+  int64_t protected_size_ = 0;
+};
+
+}  // namespace kvsim

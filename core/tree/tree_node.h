@@ -1,0 +1,77 @@
+// TreeNode: one node of the radix tree — a page-aligned run of tokens and, per component,
+// where that run's KV lives (device slots, host slots, both, or neither for aux components).
+//
+// Invariants (checked by RadixTree::sanity_check):
+//  1. key is a positive multiple of page_size tokens (root: empty); every present value and
+//     host value has exactly key.size() host-resident slots of the right tier;
+//  2. hash_value, when present, has key.size() / page_size digests;
+//  3. children are keyed by ChildKey{ns, first page of the child's key}; child->parent == this;
+//  4. full lock_ref >= 0, host_lock_ref >= 0; full lock_ref > 0 implies a device value.
+// The root has an empty key, empty device and host values (so it is neither evicted nor
+// missing a backup) and a permanent lock_ref of 1.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/common/types.h"
+#include "core/pools/index_vector.h"
+
+namespace kvsim {
+
+// Components a node can carry data for. Do not renumber: embedded in traces.
+enum class ComponentType : uint8_t { kFull = 0, kSwa = 1, kMamba = 2 };
+inline constexpr size_t kComponentTypesMax = 3;
+
+// One component's data on one node.
+struct ComponentData {
+  std::optional<IndexVector> value;       // device slots; nullopt = evicted (tombstone)
+  std::optional<IndexVector> host_value;  // host slots; set = backed up on host
+  int32_t lock_ref = 0;                   // device protection count
+  int32_t host_lock_ref = 0;              // host protection count (protect_host)
+};
+
+// Children are found by namespace + first page, which keeps tenants disjoint.
+struct ChildKey {
+  Namespace ns = 0;
+  std::vector<Token> page;
+  friend auto operator<=>(const ChildKey&, const ChildKey&) = default;
+};
+
+// Priority of a node in an eviction order: smallest first, node id last (total order).
+using EvictionKey = std::array<uint64_t, 3>;
+
+struct TreeNode {
+  NodeId id = 0;
+  TreeNode* parent = nullptr;
+  Namespace ns = 0;
+  std::vector<Token> key;
+  std::map<ChildKey, std::unique_ptr<TreeNode>> children;
+  std::array<ComponentData, kComponentTypesMax> data;
+  std::vector<PageDigest> hash_value;  // per-page storage keys; empty until computed
+  uint64_t last_access = 0;            // logical clock, never wall time
+  uint64_t creation = 0;
+  uint64_t hit_count = 0;
+  std::optional<OpId> write_through_pending;  // an in-flight device→host copy covers this node
+
+  // Leaf-set bookkeeping, owned by RadixTree: the key under which this node is filed in the
+  // device / host evictable-leaf set, if it is in that set.
+  std::optional<EvictionKey> device_leaf_key;
+  std::optional<EvictionKey> host_leaf_key;
+
+  ComponentData& full() { return data[static_cast<size_t>(ComponentType::kFull)]; }
+  const ComponentData& full() const { return data[static_cast<size_t>(ComponentType::kFull)]; }
+  ComponentData& component(ComponentType t) { return data[static_cast<size_t>(t)]; }
+  const ComponentData& component(ComponentType t) const { return data[static_cast<size_t>(t)]; }
+
+  bool is_root() const { return parent == nullptr; }
+  bool evicted() const { return !full().value.has_value(); }
+  bool backed_up() const { return full().host_value.has_value(); }
+  int64_t token_count() const { return static_cast<int64_t>(key.size()); }
+};
+
+}  // namespace kvsim
