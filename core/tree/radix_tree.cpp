@@ -212,7 +212,7 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
   return result;
 }
 
-HostInsertResult RadixTree::insert_host(TreeNode& anchor, std::span<const Token> tokens,
+HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
                                         const IndexVector& host_value,
                                         std::span<const PageDigest> hashes) {
   const auto page = static_cast<size_t>(options_.page_size);
@@ -223,7 +223,7 @@ HostInsertResult RadixTree::insert_host(TreeNode& anchor, std::span<const Token>
   KV_ASSERT(hashes.empty() || hashes.size() >= aligned / page, "one hash per page");
   HostInsertResult result;
   TreeNode* node = &anchor;
-  const Namespace ns = anchor.is_root() ? 0 : anchor.ns;
+  KV_ASSERT(anchor.is_root() || anchor.ns == ns, "host insert across namespaces");
   size_t pos = 0;
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);

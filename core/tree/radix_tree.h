@@ -70,7 +70,7 @@ class RadixTree {
   // Inserts host-only nodes for `tokens` (a continuation of `anchor`'s path) with host slots
   // `host_value`, as a storage prefetch does. Descends existing nodes; stops before a node
   // without a host copy. The caller frees host slots of present and refused tokens.
-  HostInsertResult insert_host(TreeNode& anchor, std::span<const Token> tokens,
+  HostInsertResult insert_host(Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
                                const IndexVector& host_value,
                                std::span<const PageDigest> hashes);
 

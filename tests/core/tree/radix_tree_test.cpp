@@ -197,11 +197,11 @@ TEST_F(RadixTreeTest, InsertReattachesEvictedNodes) {
 
 TEST_F(RadixTreeTest, InsertHostStopsUnderNodeWithoutHostCopy) {
   InsertResult a = tree_.insert(0, seq(1, 4), dev(100, 4));  // device only, no host copy
-  HostInsertResult r = tree_.insert_host(*tree_.root(), seq(1, 12), host(20, 12), {});
+  HostInsertResult r = tree_.insert_host(0, *tree_.root(), seq(1, 12), host(20, 12), {});
   EXPECT_EQ(r.present_len, 0);
   EXPECT_EQ(r.refused_len, 12);
   tree_.set_host_value(*a.last_node, host(40, 4));
-  r = tree_.insert_host(*tree_.root(), seq(1, 12), host(20, 12), {});
+  r = tree_.insert_host(0, *tree_.root(), seq(1, 12), host(20, 12), {});
   EXPECT_EQ(r.present_len, 4);
   EXPECT_EQ(r.inserted_len, 8);
   EXPECT_TRUE(r.last_node->evicted());
