@@ -1,0 +1,205 @@
+#include "core/cache/hi_cache.h"
+
+#include <string>
+
+#include "core/common/assert.h"
+
+namespace kvsim {
+
+HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* storage)
+    : backend_(backend), options_(options), storage_(storage) {
+  const int64_t page = options_.page_size;
+  KV_ASSERT(page > 0, "page_size must be positive");
+  KV_ASSERT(options_.device_tokens > 0 && options_.device_tokens % page == 0,
+            "device_tokens must be a positive multiple of page_size");
+  KV_ASSERT(options_.host_tokens > 0 && options_.host_tokens % page == 0,
+            "host_tokens must be a positive multiple of page_size");
+  device_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kDevice, options_.device_tokens,
+                                                       options_.page_size);
+  host_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kHost, options_.host_tokens,
+                                                     options_.page_size);
+  // Each pool has one extra page: page 0 is reserved and never handed out.
+  device_pool_ = std::make_unique<DeviceKVPool>(backend_, options_.device_tokens + page,
+                                                options_.layer_count, options_.item_bytes);
+  host_pool_ = std::make_unique<HostKVPool>(backend_, options_.host_tokens + page,
+                                            options_.layer_count, options_.item_bytes,
+                                            options_.host_layout);
+  tree_ = std::make_unique<RadixTree>(RadixTreeOptions{
+      .page_size = options_.page_size,
+      .eviction_policy = options_.eviction_policy,
+      .check_backup_contiguity = options_.write_policy != WritePolicy::kWriteBack});
+  controller_ = std::make_unique<CacheController>(
+      backend_, *device_pool_, *device_slots_, *host_pool_, *host_slots_,
+      CacheControllerOptions{.page_size = options_.page_size});
+}
+
+HiCache::~HiCache() = default;
+
+MatchResult HiCache::match_prefix(Namespace ns, std::span<const Token> tokens) {
+  return tree_->match_prefix(ns, tokens);
+}
+
+InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens,
+                             const IndexVector& value) {
+  InsertResult result = tree_->insert(ns, tokens, value);
+  const size_t page = static_cast<size_t>(options_.page_size);
+  const size_t aligned = tokens.size() / page * page;
+  // The tree adopted every slot past the device prefix: they are no longer request-owned.
+  for (size_t i = static_cast<size_t>(result.prefix_len); i < aligned; ++i) {
+    request_slots_.erase(value[i]);
+  }
+  if (storage_ != nullptr) {
+    for (TreeNode* n : RadixTree::path_to(*result.last_node)) compute_node_hashes(*n);
+  }
+  apply_write_policy(result.hit_nodes);
+  return result;
+}
+
+void HiCache::apply_write_policy(const std::vector<TreeNode*>& hit_nodes) {
+  if (options_.write_policy == WritePolicy::kWriteBack) return;
+  const auto threshold = static_cast<uint64_t>(options_.write_through_threshold());
+  for (TreeNode* node : hit_nodes) {  // root→leaf, so parents are backed up first
+    if (!node->backed_up() && !node->evicted() && node->hit_count >= threshold) {
+      write_backup(*node);
+    }
+  }
+}
+
+std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
+  const int64_t shortfall = tokens - device_slots_->available_size();
+  if (shortfall > 0) evict(shortfall);
+  std::optional<IndexVector> slots = device_slots_->alloc(tokens);
+  if (slots) request_slots_.insert(slots->slots().begin(), slots->slots().end());
+  return slots;
+}
+
+void HiCache::free_device(const IndexVector& slots) {
+  for (SlotIndex s : slots.slots()) {
+    KV_ASSERT(request_slots_.erase(s) == 1,
+              "free of device slot " + std::to_string(s) + " that no request holds");
+  }
+  device_slots_->free(slots);
+}
+
+int64_t HiCache::available_device_size() const { return device_slots_->available_size(); }
+
+std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
+  std::optional<IndexVector> slots = host_slots_->alloc(tokens);
+  if (!slots) {
+    evict_host(tokens - host_slots_->available_size());
+    slots = host_slots_->alloc(tokens);
+  }
+  return slots;
+}
+
+int64_t HiCache::write_backup(TreeNode& node) {
+  KV_ASSERT(!node.is_root() && !node.evicted() && !node.backed_up(), "nothing to back up");
+  if (options_.write_policy != WritePolicy::kWriteBack && !node.parent->is_root() &&
+      !node.parent->backed_up()) {
+    return 0;  // backed-up nodes must form a root-closed prefix
+  }
+  std::optional<IndexVector> host = controller_->write(*node.full().value, node.id);
+  if (!host) {
+    evict_host(node.token_count() - host_slots_->available_size());
+    host = controller_->write(*node.full().value, node.id);
+  }
+  if (!host) return 0;
+  tree_->set_host_value(node, std::move(*host));
+  node.write_through_pending = node.id;
+  // The source device slots must not be evicted while the copy reads them.
+  pending_writes_[node.id] = PendingWrite{tree_->lock(node)};
+  stats_.write_through_tokens += node.token_count();
+  return node.token_count();
+}
+
+int64_t HiCache::evict(int64_t device_tokens) {
+  int64_t freed = 0;
+  while (freed < device_tokens) {
+    TreeNode* victim = tree_->next_device_victim();
+    if (victim == nullptr) break;
+    const int64_t n = victim->token_count();
+    if (victim->backed_up()) {
+      device_slots_->free(tree_->demote(*victim));
+    } else if (options_.write_policy == WritePolicy::kWriteBack) {
+      evict_one_write_back(*victim);
+    } else {
+      device_slots_->free(tree_->remove_device_leaf(*victim));
+    }
+    freed += n;
+  }
+  stats_.evicted_device_tokens += freed;
+  return freed;
+}
+
+void HiCache::evict_one_write_back(TreeNode& victim) {
+  // Write the leaf to host before dropping its device copy; wait for the copy, since the
+  // device slots are freed right after.
+  if (write_backup(victim) > 0) {
+    flush();
+    device_slots_->free(tree_->demote(victim));
+    return;
+  }
+  KV_ASSERT(victim.children.empty(), "write_back victim without host room has children");
+  device_slots_->free(tree_->remove_device_leaf(victim));
+}
+
+int64_t HiCache::evict_host(int64_t host_tokens) {
+  int64_t freed = 0;
+  while (freed < host_tokens) {
+    TreeNode* victim = tree_->next_host_victim();
+    if (victim == nullptr) break;
+    freed += victim->token_count();
+    host_slots_->free(tree_->remove_host_leaf(*victim));
+  }
+  stats_.evicted_host_tokens += freed;
+  return freed;
+}
+
+void HiCache::check_hicache_events() {
+  for (const TransferAck& ack : controller_->poll_write_acks()) finish_write_ack(ack);
+  for (const TransferAck& ack : controller_->poll_load_acks()) finish_load_ack(ack);
+  for (NodeId id : finished_backups_) {
+    if (TreeNode* node = tree_->find(id)) tree_->release_host(*node);
+  }
+  finished_backups_.clear();
+  drain_prefetch_hits();
+}
+
+void HiCache::flush() {
+  backend_.synchronize();
+  check_hicache_events();
+}
+
+void HiCache::finish_write_ack(const TransferAck& ack) {
+  for (NodeId id : ack.node_ids) {
+    auto it = pending_writes_.find(id);
+    KV_ASSERT(it != pending_writes_.end(), "write ack for node " + std::to_string(id) +
+                                               " with no pending write");
+    TreeNode* node = tree_->find(id);
+    KV_ASSERT(node != nullptr, "node with a pending write vanished");
+    // Fragments split off the node while the copy ran are published with it.
+    for (TreeNode* n = node; !n->is_root() && n->write_through_pending == id; n = n->parent) {
+      n->write_through_pending.reset();
+    }
+    tree_->unlock(it->second.lock);
+    pending_writes_.erase(it);
+    if (storage_ != nullptr) enqueue_storage_backup(*node);
+  }
+}
+
+void HiCache::finish_load_ack(const TransferAck& ack) {
+  for (NodeId id : ack.node_ids) {
+    auto it = pending_loads_.find(id);
+    KV_ASSERT(it != pending_loads_.end(), "load ack for node " + std::to_string(id) +
+                                              " with no pending load");
+    tree_->unlock(it->second.lock);
+    for (NodeId p : it->second.protected_nodes) {
+      TreeNode* n = tree_->find(p);
+      KV_ASSERT(n != nullptr, "host-protected node vanished during its load");
+      tree_->release_host(*n);
+    }
+    pending_loads_.erase(it);
+  }
+}
+
+}  // namespace kvsim

@@ -1,0 +1,203 @@
+// HiCache: the hierarchical KV cache a scheduler calls — a radix tree over a device pool, a
+// pinned host pool and an optional storage tier, with the cache controller moving pages
+// between them. Names follow SGLang's HiRadixCache.
+//
+// Scheduler protocol (one thread; every asynchronous effect lands at a poll point):
+//   match_prefix → (admission) lock(last_device_node) → init_load_back(best_match_node)
+//   → ready_to_load_host_cache() → forward (LayerDoneCounter::wait_until per layer)
+//   → insert(tokens, request slots) → free the duplicates → unlock.
+//   check_hicache_events() every iteration consumes write/load acks and storage progress.
+//   Request-held device slots come from alloc_device() and go back through free_device() or
+//   into the tree through insert().
+//
+// Invariants (sanity_check reports each by name; see docs/invariants.md):
+//  1. [slots.device_ownership] every allocated device slot has exactly one owner: a tree node
+//     or a request; no free slot has one;
+//  2. [slots.host_ownership] every allocated host slot has exactly one owner: a tree node or a
+//     prefetch; no free slot has one;
+//  3. [residency] every index vector held by the tree or an operation is host-resident;
+//  4. [inflight.locked] a node with a pending load or write is on device and locked, and a
+//     pending load's nodes are host-protected;
+//  5. [prefetch.accounting] prefetch_tokens_occupied equals the sum over live prefetches, and
+//     every prefetch's host slots are page-aligned with completed <= allocated;
+//  6. [stream_lifetime] the backend saw no buffer reused while a copy still used it;
+//  plus every RadixTree invariant and each pool allocator's own check.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/cache/hi_cache_options.h"
+#include "core/common/sanity.h"
+#include "core/pools/device_kv_pool.h"
+#include "core/pools/host_kv_pool.h"
+#include "core/pools/paged_allocator.h"
+#include "core/tiers/cache_controller.h"
+#include "core/tiers/storage_backend.h"
+#include "core/tree/radix_tree.h"
+
+namespace kvsim {
+
+struct LoadBackResult {
+  IndexVector device_indices{Tier::kDevice, {}};  // newly loaded slots, root→leaf
+  TreeNode* last_node = nullptr;                  // the request's new device anchor
+};
+
+// A prefetch from storage into the host pool (SGLang's PrefetchOperation).
+struct PrefetchOp {
+  enum class State : uint8_t { kQuery = 0, kHit = 1, kTransfer = 2, kRevoked = 3 };
+  RequestId rid = 0;
+  NodeId anchor = 0;
+  Namespace ns = 0;
+  std::vector<Token> tokens;          // page-aligned continuation of the anchor's path
+  std::vector<PageDigest> hashes;     // one per page of tokens (truncated to the hit)
+  State state = State::kQuery;
+  int64_t occupied_tokens = 0;        // counted against the rate limit
+  int64_t hit_tokens = 0;
+  std::optional<IndexVector> host_indices;
+  int64_t completed_tokens = 0;       // frozen once terminated
+  bool terminated = false;
+  uint64_t start_tick = 0;
+};
+
+struct HiCacheStats {
+  int64_t load_back_tokens = 0;
+  int64_t write_through_tokens = 0;
+  int64_t evicted_device_tokens = 0;
+  int64_t evicted_host_tokens = 0;
+  int64_t prefetched_tokens = 0;
+  int64_t backed_up_pages = 0;
+  int64_t prefetch_shrunk = 0;   // prefetches shrunk to fit free host memory (seed 004)
+  int64_t prefetch_revoked = 0;
+};
+
+class HiCache {
+ public:
+  // `storage` may be null (no storage tier). Both must outlive the cache.
+  HiCache(Backend& backend, HiCacheOptions options, StorageBackend* storage = nullptr);
+  ~HiCache();
+  HiCache(const HiCache&) = delete;
+  HiCache& operator=(const HiCache&) = delete;
+
+  const HiCacheOptions& options() const { return options_; }
+  RadixTree& tree() { return *tree_; }
+  const RadixTree& tree() const { return *tree_; }
+  CacheController& controller() { return *controller_; }
+  Backend& backend() { return backend_; }
+  PagedSlotAllocator& device_slots() { return *device_slots_; }
+  PagedSlotAllocator& host_slots() { return *host_slots_; }
+  DeviceKVPool& device_pool() { return *device_pool_; }
+  HostKVPool& host_pool() { return *host_pool_; }
+  const HiCacheStats& stats() const { return stats_; }
+
+  // --- Tree operations ---
+  MatchResult match_prefix(Namespace ns, std::span<const Token> tokens);
+  // Inserts the request's KV; applies the write policy to the nodes it hit. Slots of `value`
+  // beyond prefix_len that the tree adopted stop being request-owned.
+  InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value);
+  LockRecord lock(TreeNode& node) { return tree_->lock(node); }
+  void unlock(const LockRecord& record) { tree_->unlock(record); }
+
+  // --- Device slots held by requests ---
+  // Evicts the shortfall from the tree, then allocates; nullopt if it still does not fit.
+  std::optional<IndexVector> alloc_device(int64_t tokens);
+  void free_device(const IndexVector& slots);
+  int64_t available_device_size() const;  // free device tokens (not counting evictable)
+
+  // --- Eviction ---
+  int64_t evict(int64_t device_tokens);  // returns device tokens freed
+  int64_t evict_host(int64_t host_tokens);  // returns host tokens freed
+  // Backs `node` up to host (write-through modes need a backed-up parent); returns tokens.
+  int64_t write_backup(TreeNode& node);
+
+  // --- Load-back (host → device) ---
+  // Loads the evicted segment ending at `best_match_node` (SGLang's init_load_back). On
+  // failure or below the threshold, returns no indices and the first device ancestor.
+  LoadBackResult init_load_back(TreeNode& best_match_node,
+                                std::optional<int64_t> mem_quota = std::nullopt);
+  int ready_to_load_host_cache() { return controller_->start_loading(); }
+
+  // --- Poll point: consumes completed acks and storage progress ---
+  void check_hicache_events();
+  // Blocks until all device↔host transfers have completed, then consumes their acks.
+  void flush();
+
+  // --- Storage tier ---
+  bool storage_enabled() const { return storage_ != nullptr; }
+  // Starts a prefetch of the part of `tokens` below `anchor` (normally last_host_node).
+  // Returns false when it is not worth it (no storage, below threshold, rate limited).
+  bool prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
+                             uint64_t now_tick);
+  // Admission gate: true when the request may proceed (prefetch finished, terminated, or
+  // absent); the usable prefix is then in the tree as host-only nodes.
+  bool check_prefetch_progress(RequestId rid, uint64_t now_tick);
+  void release_aborted_request(RequestId rid);
+  int64_t pop_prefetch_loaded_tokens(RequestId rid);
+  // Emulated storage threads; each call does one unit of work, returns false when idle.
+  bool storage_query_step();    // hit query of the oldest querying prefetch
+  bool storage_io_step();       // one batch of page reads for the oldest transferring prefetch
+  bool storage_backup_step();   // one batch of page writes for the oldest backup
+  const std::map<RequestId, PrefetchOp>& prefetches() const { return prefetches_; }
+  int64_t prefetch_tokens_occupied() const { return prefetch_tokens_occupied_; }
+
+  // Every invariant the core can see on its own.
+  void sanity_check(SanityReport& report) const;
+
+ private:
+  struct PendingWrite {
+    LockRecord lock;
+  };
+  struct PendingLoad {
+    LockRecord lock;
+    std::vector<NodeId> protected_nodes;
+  };
+  struct PendingBackup {
+    NodeId node;
+    std::vector<PageDigest> hashes;
+    IndexVector host_indices;
+    size_t pages_done = 0;
+  };
+
+  void apply_write_policy(const std::vector<TreeNode*>& hit_nodes);
+  std::optional<IndexVector> alloc_host(int64_t tokens);
+  void finish_write_ack(const TransferAck& ack);
+  void finish_load_ack(const TransferAck& ack);
+  void evict_one_write_back(TreeNode& victim);
+  void compute_node_hashes(TreeNode& node);
+  PageDigest last_hash(TreeNode& node);
+  void enqueue_storage_backup(TreeNode& node);
+  void drain_prefetch_hits();
+  void revoke_prefetch(PrefetchOp& op);
+  void finish_prefetch(PrefetchOp& op);
+  void drop_prefetch(RequestId rid);
+  uint64_t prefetch_timeout_ticks(const PrefetchOp& op) const;
+  std::vector<std::byte> read_host_page(const IndexVector& slots, size_t first) const;
+  void write_host_page(const IndexVector& slots, size_t first, std::span<const std::byte> page);
+  void check_slot_ownership(SanityReport& report) const;
+  void check_inflight(SanityReport& report) const;
+
+  Backend& backend_;
+  HiCacheOptions options_;
+  StorageBackend* storage_;
+  std::unique_ptr<PagedSlotAllocator> device_slots_;
+  std::unique_ptr<PagedSlotAllocator> host_slots_;
+  std::unique_ptr<DeviceKVPool> device_pool_;
+  std::unique_ptr<HostKVPool> host_pool_;
+  std::unique_ptr<RadixTree> tree_;
+  std::unique_ptr<CacheController> controller_;
+  std::set<SlotIndex> request_slots_;  // device slots held by requests
+  std::map<NodeId, PendingWrite> pending_writes_;
+  std::map<NodeId, PendingLoad> pending_loads_;
+  std::map<RequestId, PrefetchOp> prefetches_;
+  std::map<RequestId, int64_t> prefetch_loaded_;
+  std::vector<PendingBackup> backups_;  // FIFO
+  std::vector<NodeId> finished_backups_;
+  int64_t prefetch_tokens_occupied_ = 0;
+  HiCacheStats stats_;
+};
+
+}  // namespace kvsim

@@ -1,0 +1,130 @@
+// HiCache::sanity_check: every invariant the core can verify on its own (see hi_cache.h).
+#include <string>
+#include <vector>
+
+#include "core/cache/hi_cache.h"
+
+namespace kvsim {
+namespace {
+
+// Counts owners per slot; reports slots with two owners and owners of free slots.
+class OwnershipMap {
+ public:
+  OwnershipMap(const PagedSlotAllocator& slots, std::string invariant)
+      : slots_(slots), invariant_(std::move(invariant)), owners_(capacity_slots(slots), 0) {}
+
+  void own(const IndexVector& v, const char* owner, std::optional<NodeId> node,
+           SanityReport& report) {
+    for (SlotIndex s : v.slots()) {
+      if (s < 0 || static_cast<size_t>(s) >= owners_.size()) {
+        report.add(invariant_, std::string(owner) + " holds out-of-range slot", node, s);
+        continue;
+      }
+      if (++owners_[static_cast<size_t>(s)] == 2) {
+        report.add(invariant_, std::string("slot has two owners, one is ") + owner, node, s);
+      }
+      if (!slots_.is_allocated(s)) {
+        report.add(invariant_, std::string(owner) + " holds a free slot", node, s);
+      }
+    }
+  }
+
+  void check_unowned(SanityReport& report) const {
+    for (size_t s = 0; s < owners_.size(); ++s) {
+      if (owners_[s] == 0 && slots_.is_allocated(static_cast<SlotIndex>(s))) {
+        report.add(invariant_, "allocated slot has no owner (leak)", std::nullopt,
+                   static_cast<SlotIndex>(s));
+      }
+    }
+  }
+
+ private:
+  static size_t capacity_slots(const PagedSlotAllocator& slots) {
+    return static_cast<size_t>(slots.capacity() + slots.page_size());
+  }
+  const PagedSlotAllocator& slots_;
+  std::string invariant_;
+  std::vector<uint8_t> owners_;
+};
+
+}  // namespace
+
+void HiCache::sanity_check(SanityReport& report) const {
+  tree_->sanity_check(report);
+  const std::string device_problem = device_slots_->check();
+  if (!device_problem.empty()) report.add("slots.device_allocator", device_problem);
+  const std::string host_problem = host_slots_->check();
+  if (!host_problem.empty()) report.add("slots.host_allocator", host_problem);
+  check_slot_ownership(report);
+  check_inflight(report);
+  for (const BackendViolation& v : backend_.violations()) {
+    report.add("stream_lifetime", v.kind + ": " + v.detail);
+  }
+}
+
+void HiCache::check_slot_ownership(SanityReport& report) const {
+  OwnershipMap device(*device_slots_, "slots.device_ownership");
+  OwnershipMap host(*host_slots_, "slots.host_ownership");
+  tree_->for_each_node([&](const TreeNode& n) {
+    if (n.is_root()) return;
+    if (n.full().value) device.own(*n.full().value, "tree node", n.id, report);
+    if (n.full().host_value) host.own(*n.full().host_value, "tree node", n.id, report);
+  });
+  device.own(IndexVector(Tier::kDevice, {request_slots_.begin(), request_slots_.end()}),
+             "request", std::nullopt, report);
+  for (const auto& [rid, op] : prefetches_) {
+    if (!op.host_indices) continue;
+    if (op.host_indices->residency() != Residency::kHost) {
+      report.add("residency", "prefetch " + std::to_string(rid) + " holds device-resident indices");
+    }
+    host.own(*op.host_indices, "prefetch", std::nullopt, report);
+  }
+  device.check_unowned(report);
+  host.check_unowned(report);
+}
+
+void HiCache::check_inflight(SanityReport& report) const {
+  for (const auto& [id, pending] : pending_writes_) {
+    const TreeNode* n = tree_->find(id);
+    if (n == nullptr || n->evicted() || n->full().lock_ref <= 0 || !n->backed_up()) {
+      report.add("inflight.locked", "pending write's node is not locked on device with a host copy",
+                 id);
+    }
+  }
+  for (const auto& [id, pending] : pending_loads_) {
+    const TreeNode* n = tree_->find(id);
+    if (n == nullptr || n->evicted() || n->full().lock_ref <= 0) {
+      report.add("inflight.locked", "pending load's node is not locked on device", id);
+    }
+    for (NodeId p : pending.protected_nodes) {
+      const TreeNode* pn = tree_->find(p);
+      if (pn == nullptr || pn->full().host_lock_ref <= 0) {
+        report.add("inflight.locked", "pending load's source is not host-protected", p);
+      }
+    }
+  }
+  int64_t occupied = 0;
+  const int64_t page = options_.page_size;
+  for (const auto& [rid, op] : prefetches_) {
+    occupied += op.occupied_tokens;
+    const TreeNode* anchor = tree_->find(op.anchor);
+    if (anchor == nullptr || (!anchor->is_root() && anchor->full().host_lock_ref <= 0)) {
+      report.add("prefetch.accounting", "prefetch anchor is not host-protected", op.anchor);
+    }
+    if (op.host_indices) {
+      const auto allocated = static_cast<int64_t>(op.host_indices->size());
+      if (allocated % page != 0 || op.completed_tokens % page != 0 ||
+          op.completed_tokens > allocated || allocated != op.hit_tokens) {
+        report.add("prefetch.accounting",
+                   "prefetch " + std::to_string(rid) + " host slots misaligned or over-counted");
+      }
+    }
+  }
+  if (occupied != prefetch_tokens_occupied_) {
+    report.add("prefetch.accounting", "prefetch_tokens_occupied " +
+                                          std::to_string(prefetch_tokens_occupied_) +
+                                          " != recomputed " + std::to_string(occupied));
+  }
+}
+
+}  // namespace kvsim

@@ -1,0 +1,266 @@
+// HiCache storage tier: page-hash bookkeeping, backup of written-through pages to storage,
+// and prefetch from storage into the host pool (SGLang's L3 path), with the storage "threads"
+// emulated by explicit step calls so the simulator owns their interleaving.
+#include <algorithm>
+#include <cstring>
+
+#include "core/cache/hi_cache.h"
+#include "core/common/assert.h"
+#include "core/tiers/page_hash.h"
+
+namespace kvsim {
+
+PageDigest HiCache::last_hash(TreeNode& node) {
+  KV_ASSERT(!node.is_root(), "the root has no page hash; use namespace_seed");
+  compute_node_hashes(node);
+  return node.hash_value.back();
+}
+
+void HiCache::compute_node_hashes(TreeNode& node) {
+  if (node.is_root() || !node.hash_value.empty()) return;
+  const PageDigest prev = node.parent->is_root() ? namespace_seed(node.ns) : last_hash(*node.parent);
+  node.hash_value = hash_pages(prev, node.key, options_.page_size);
+}
+
+std::vector<std::byte> HiCache::read_host_page(const IndexVector& slots, size_t first) const {
+  const KVPoolView view = host_pool_->view();
+  const auto page = static_cast<size_t>(options_.page_size);
+  std::vector<std::byte> out(page * static_cast<size_t>(view.layer_count) * view.item_bytes);
+  std::byte* dst = out.data();
+  for (size_t i = first; i < first + page; ++i) {
+    for (int32_t layer = 0; layer < view.layer_count; ++layer) {
+      std::memcpy(dst, view.block.ptr + view.offset(layer, slots[i]), view.item_bytes);
+      dst += view.item_bytes;
+    }
+  }
+  return out;
+}
+
+void HiCache::write_host_page(const IndexVector& slots, size_t first,
+                              std::span<const std::byte> page_bytes) {
+  const KVPoolView view = host_pool_->view();
+  const auto page = static_cast<size_t>(options_.page_size);
+  KV_ASSERT(page_bytes.size() == page * static_cast<size_t>(view.layer_count) * view.item_bytes,
+            "page payload size");
+  const std::byte* src = page_bytes.data();
+  for (size_t i = first; i < first + page; ++i) {
+    for (int32_t layer = 0; layer < view.layer_count; ++layer) {
+      std::memcpy(view.block.ptr + view.offset(layer, slots[i]), src, view.item_bytes);
+      src += view.item_bytes;
+    }
+  }
+}
+
+void HiCache::enqueue_storage_backup(TreeNode& node) {
+  compute_node_hashes(node);
+  tree_->protect_host(node);  // host pages must stay until the backup has read them
+  backups_.push_back(PendingBackup{node.id, node.hash_value, *node.full().host_value, 0});
+}
+
+bool HiCache::storage_backup_step() {
+  if (backups_.empty()) return false;
+  PendingBackup& b = backups_.front();
+  const auto page = static_cast<size_t>(options_.page_size);
+  const size_t end = std::min(b.hashes.size(),
+                              b.pages_done + static_cast<size_t>(options_.storage_batch_pages));
+  bool failed = false;
+  for (; b.pages_done < end && !failed; ++b.pages_done) {
+    const std::vector<std::byte> bytes = read_host_page(b.host_indices, b.pages_done * page);
+    failed = storage_->set(b.hashes[b.pages_done], bytes) != StorageStatus::kOk;
+    if (!failed) ++stats_.backed_up_pages;
+  }
+  if (failed || b.pages_done == b.hashes.size()) {  // a failed batch stops the backup; ack anyway
+    finished_backups_.push_back(b.node);
+    backups_.erase(backups_.begin());
+  }
+  return true;
+}
+
+uint64_t HiCache::prefetch_timeout_ticks(const PrefetchOp& op) const {
+  const uint64_t t = options_.prefetch_timeout_base_ticks +
+                     options_.prefetch_timeout_per_ki_token_ticks *
+                         static_cast<uint64_t>(op.tokens.size()) / 1024;
+  return std::min(t, options_.prefetch_timeout_max_ticks);
+}
+
+bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
+                                    uint64_t now_tick) {
+  if (storage_ == nullptr || prefetches_.count(rid) != 0) return false;
+  KV_ASSERT(anchor.backed_up(), "prefetch anchor must have a host copy");
+  const size_t page = static_cast<size_t>(options_.page_size);
+  const size_t depth = RadixTree::prefix_tokens(anchor).size();
+  if (tokens.size() <= depth) return false;
+  std::span<const Token> rest = tokens.subspan(depth);
+  rest = rest.first(rest.size() / page * page);
+  const int64_t threshold = std::max<int64_t>(options_.prefetch_threshold_tokens, options_.page_size);
+  if (static_cast<int64_t>(rest.size()) < threshold) return false;
+  const auto limit = static_cast<int64_t>(options_.prefetch_capacity_fraction *
+                                          static_cast<double>(options_.host_tokens));
+  if (prefetch_tokens_occupied_ >= limit) return false;  // rate limited
+
+  PrefetchOp op;
+  op.rid = rid;
+  op.anchor = anchor.id;
+  KV_ASSERT(anchor.is_root() || anchor.ns == ns, "prefetch across namespaces");
+  op.ns = ns;
+  op.tokens.assign(rest.begin(), rest.end());
+  const PageDigest prev = anchor.is_root() ? namespace_seed(op.ns) : last_hash(anchor);
+  op.hashes = hash_pages(prev, op.tokens, options_.page_size);
+  op.occupied_tokens = static_cast<int64_t>(op.tokens.size());
+  op.start_tick = now_tick;
+  tree_->protect_host(anchor);
+  prefetch_tokens_occupied_ += op.occupied_tokens;
+  prefetches_.emplace(rid, std::move(op));
+  return true;
+}
+
+bool HiCache::storage_query_step() {
+  for (auto& [rid, op] : prefetches_) {
+    if (op.state != PrefetchOp::State::kQuery) continue;
+    const size_t hit_pages = storage_->batch_exists(op.hashes);
+    op.hit_tokens = static_cast<int64_t>(hit_pages) * options_.page_size;
+    if (op.hit_tokens < options_.prefetch_threshold_tokens) {
+      op.state = PrefetchOp::State::kRevoked;
+    } else {
+      op.hashes.resize(hit_pages);
+      op.state = PrefetchOp::State::kHit;
+    }
+    return true;
+  }
+  return false;
+}
+
+void HiCache::drain_prefetch_hits() {
+  const int64_t page = options_.page_size;
+  for (auto& [rid, op] : prefetches_) {
+    if (op.state != PrefetchOp::State::kHit) continue;
+    std::optional<IndexVector> host = alloc_host(op.hit_tokens);
+    if (!host) {
+      // Seed 004: shrink to the largest page-aligned length that fits, if still worth it.
+      const int64_t fit = host_slots_->available_size() / page * page;
+      if (fit >= options_.prefetch_threshold_tokens && fit > 0) {
+        host = host_slots_->alloc(fit);
+        op.hit_tokens = fit;
+        op.hashes.resize(static_cast<size_t>(fit / page));
+        ++stats_.prefetch_shrunk;
+      }
+    }
+    if (!host) {
+      op.state = PrefetchOp::State::kRevoked;
+      continue;
+    }
+    op.host_indices = std::move(host);
+    op.state = PrefetchOp::State::kTransfer;
+  }
+}
+
+bool HiCache::storage_io_step() {
+  const auto page = static_cast<size_t>(options_.page_size);
+  for (auto& [rid, op] : prefetches_) {
+    if (op.state != PrefetchOp::State::kTransfer || op.terminated ||
+        op.completed_tokens == op.hit_tokens) {
+      continue;
+    }
+    std::vector<std::byte> bytes;
+    for (int64_t n = 0; n < options_.storage_batch_pages && op.completed_tokens < op.hit_tokens;
+         ++n) {
+      const size_t k = static_cast<size_t>(op.completed_tokens) / page;
+      if (storage_->get(op.hashes[k], &bytes) != StorageStatus::kOk) {
+        op.terminated = true;  // a batch that does not complete ends the prefetch
+        break;
+      }
+      write_host_page(*op.host_indices, k * page, bytes);  // written before it is counted
+      op.completed_tokens += options_.page_size;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool HiCache::check_prefetch_progress(RequestId rid, uint64_t now_tick) {
+  auto it = prefetches_.find(rid);
+  if (it == prefetches_.end()) return true;
+  PrefetchOp& op = it->second;
+  if (op.state == PrefetchOp::State::kRevoked) {
+    revoke_prefetch(op);
+    return true;
+  }
+  const bool timed_out = now_tick - op.start_tick > prefetch_timeout_ticks(op);
+  const bool complete = op.state == PrefetchOp::State::kTransfer &&
+                        (op.completed_tokens == op.hit_tokens || op.terminated);
+  bool can_terminate = false;
+  switch (options_.prefetch_stop_policy) {
+    case PrefetchStopPolicy::kBestEffort:
+      can_terminate = true;
+      break;
+    case PrefetchStopPolicy::kWaitComplete:
+      can_terminate = complete;
+      break;
+    case PrefetchStopPolicy::kTimeout:
+      can_terminate = complete || timed_out;
+      break;
+  }
+  if (!can_terminate) return false;
+  if (op.state != PrefetchOp::State::kTransfer) {
+    revoke_prefetch(op);  // host memory was never committed
+    return true;
+  }
+  finish_prefetch(op);
+  return true;
+}
+
+void HiCache::revoke_prefetch(PrefetchOp& op) {
+  if (op.host_indices) host_slots_->free(*op.host_indices);
+  ++stats_.prefetch_revoked;
+  drop_prefetch(op.rid);
+}
+
+void HiCache::finish_prefetch(PrefetchOp& op) {
+  op.terminated = true;  // completed_tokens is frozen from here on
+  const auto usable = static_cast<size_t>(op.completed_tokens);
+  TreeNode* anchor = tree_->find(op.anchor);
+  KV_ASSERT(anchor != nullptr, "host-protected prefetch anchor vanished");
+  const IndexVector& host = *op.host_indices;
+  size_t present = 0;
+  size_t inserted = 0;
+  if (usable > 0) {
+    const HostInsertResult r = tree_->insert_host(
+        op.ns, *anchor, std::span<const Token>(op.tokens).first(usable), host.slice(0, usable),
+        std::span<const PageDigest>(op.hashes).first(usable / static_cast<size_t>(options_.page_size)));
+    present = static_cast<size_t>(r.present_len);
+    inserted = static_cast<size_t>(r.inserted_len);
+  }
+  // [present, present + inserted) now belongs to the tree; everything else goes back.
+  if (present > 0) host_slots_->free(host.slice(0, present));
+  if (present + inserted < host.size()) {
+    host_slots_->free(host.slice(present + inserted, host.size()));
+  }
+  prefetch_loaded_[op.rid] = static_cast<int64_t>(inserted);
+  stats_.prefetched_tokens += static_cast<int64_t>(inserted);
+  drop_prefetch(op.rid);
+}
+
+void HiCache::drop_prefetch(RequestId rid) {
+  auto it = prefetches_.find(rid);
+  KV_ASSERT(it != prefetches_.end(), "drop of an unknown prefetch");
+  if (TreeNode* anchor = tree_->find(it->second.anchor)) tree_->release_host(*anchor);
+  prefetch_tokens_occupied_ -= it->second.occupied_tokens;
+  prefetches_.erase(it);
+}
+
+void HiCache::release_aborted_request(RequestId rid) {
+  auto it = prefetches_.find(rid);
+  if (it == prefetches_.end()) return;
+  it->second.terminated = true;
+  revoke_prefetch(it->second);
+}
+
+int64_t HiCache::pop_prefetch_loaded_tokens(RequestId rid) {
+  auto it = prefetch_loaded_.find(rid);
+  if (it == prefetch_loaded_.end()) return 0;
+  const int64_t n = it->second;
+  prefetch_loaded_.erase(it);
+  return n;
+}
+
+}  // namespace kvsim

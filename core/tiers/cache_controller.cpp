@@ -1,0 +1,168 @@
+#include "core/tiers/cache_controller.h"
+
+#include <cstring>
+
+#include "core/common/assert.h"
+
+namespace kvsim {
+
+int LayerDoneCounter::update_producer(Backend& backend) {
+  producer_ = (producer_ + 1) % kSlots;
+  // The slot's previous load must have landed before its events are reused. SGLang asserts
+  // this; here the driver may hold the load stream back on purpose, so wait instead.
+  if (!events_[static_cast<size_t>(producer_)].empty()) {
+    backend.synchronize_event(events_[static_cast<size_t>(producer_)].back());
+  }
+  events_[static_cast<size_t>(producer_)].assign(static_cast<size_t>(layer_count_), EventId{});
+  return producer_;
+}
+
+void LayerDoneCounter::set_layer_event(int producer, int32_t layer, EventId event) {
+  KV_ASSERT(producer >= 0 && producer < kSlots, "producer index out of range");
+  events_[static_cast<size_t>(producer)].at(static_cast<size_t>(layer)) = event;
+}
+
+void LayerDoneCounter::wait_until(Backend& backend, StreamId stream, int32_t layer) const {
+  if (consumer_ < 0) return;
+  const auto& events = events_[static_cast<size_t>(consumer_)];
+  KV_ASSERT(static_cast<size_t>(layer) < events.size(), "layer out of range");
+  const EventId e = events[static_cast<size_t>(layer)];
+  if (e.valid()) backend.wait_event(stream, e);
+}
+
+CacheController::CacheController(Backend& backend, DeviceKVPool& device_pool,
+                                 PagedSlotAllocator& device_slots, HostKVPool& host_pool,
+                                 PagedSlotAllocator& host_slots, CacheControllerOptions options)
+    : backend_(backend),
+      device_pool_(device_pool),
+      device_slots_(device_slots),
+      host_pool_(host_pool),
+      host_slots_(host_slots),
+      options_(options),
+      write_stream_(backend.create_stream("write")),
+      load_stream_(backend.create_stream("load")),
+      layer_done_(device_pool.view().layer_count) {
+  KV_ASSERT(device_pool.view().layer_count == host_pool.view().layer_count, "layer counts differ");
+  KV_ASSERT(device_pool.view().item_bytes == host_pool.view().item_bytes, "item sizes differ");
+}
+
+Block CacheController::upload_indices(const IndexVector& indices, const std::string& label) {
+  static_assert(sizeof(SlotIndex) == 8, "index buffers hold int64");
+  const size_t bytes = indices.size() * sizeof(SlotIndex);
+  const StreamId compute = backend_.compute_stream();
+  Block block = backend_.allocate(MemoryKind::kDevice, bytes, compute, label);
+  KV_ASSERT(block.valid(), "out of device memory for an index buffer");
+  backend_.upload_async(compute, block, 0, std::as_bytes(indices.span()), label);
+  return block;
+}
+
+ResolvedIndices CacheController::move_indices(const IndexVector& src, const IndexVector& dst) {
+  KV_ASSERT(src.size() == dst.size(), "Source and destination indices must have the same length");
+  KV_ASSERT(src.residency() == Residency::kHost && dst.residency() == Residency::kHost,
+            "move_indices takes host-resident indices");
+  // New objects: the tree's vectors stay host-resident whatever happens to these (seed 001).
+  return ResolvedIndices{
+      IndexVector::on_device(src.tier(), src.slots(), upload_indices(src, "src indices")),
+      IndexVector::on_device(dst.tier(), dst.slots(), upload_indices(dst, "dst indices"))};
+}
+
+void CacheController::release_after(const ResolvedIndices& indices, StreamId stream) {
+  // Seed 000: the copy on `stream` reads these buffers after we drop them here.
+  backend_.record_stream(indices.src.device_block(), stream);
+  backend_.record_stream(indices.dst.device_block(), stream);
+  backend_.free(indices.src.device_block());
+  backend_.free(indices.dst.device_block());
+}
+
+std::optional<IndexVector> CacheController::write(const IndexVector& device_indices, NodeId node) {
+  KV_ASSERT(device_indices.tier() == Tier::kDevice, "write takes device slots");
+  KV_ASSERT(device_indices.size() % static_cast<size_t>(options_.page_size) == 0,
+            "The requested size should be a multiple of the page size.");
+  std::optional<IndexVector> host = host_slots_.alloc(static_cast<int64_t>(device_indices.size()));
+  if (!host) return std::nullopt;
+  const OpId id = next_op_id_++;
+  const std::string label = "write op " + std::to_string(id);
+  ResolvedIndices moved = move_indices(device_indices, *host);
+  const EventId start = backend_.record_event(backend_.compute_stream());
+  backend_.wait_event(write_stream_, start);
+  KVTransfer t{.src = device_pool_.view(),
+               .dst = host_pool_.view(),
+               .src_indices = moved.src.device_block(),
+               .dst_indices = moved.dst.device_block(),
+               .count = device_indices.size(),
+               .layer_begin = 0,
+               .layer_end = device_pool_.view().layer_count,
+               .label = label};
+  backend_.transfer_kv_async(write_stream_, t);
+  const EventId finish = backend_.record_event(write_stream_);
+  release_after(moved, write_stream_);
+  write_acks_.push_back(TransferAck{id, {node}, static_cast<int64_t>(device_indices.size()), finish});
+  return host;
+}
+
+std::optional<IndexVector> CacheController::load(const IndexVector& host_indices, NodeId node) {
+  KV_ASSERT(host_indices.tier() == Tier::kHost, "load takes host slots");
+  KV_ASSERT(host_indices.size() % static_cast<size_t>(options_.page_size) == 0,
+            "The requested size should be a multiple of the page size.");
+  std::optional<IndexVector> device = device_slots_.alloc(static_cast<int64_t>(host_indices.size()));
+  if (!device) return std::nullopt;
+  load_queue_.push_back(QueuedLoad{next_op_id_++, host_indices, *device, node});
+  return device;
+}
+
+int CacheController::start_loading() {
+  if (load_queue_.empty()) return -1;
+  const int producer = layer_done_.update_producer(backend_);
+  IndexVector host(Tier::kHost, {});
+  IndexVector device(Tier::kDevice, {});
+  TransferAck ack;
+  ack.id = load_queue_.front().id;
+  for (const QueuedLoad& op : load_queue_) {
+    host.append(op.host_indices);
+    device.append(op.device_indices);
+    ack.node_ids.push_back(op.node);
+  }
+  load_queue_.clear();
+  ack.tokens = static_cast<int64_t>(host.size());
+  const std::string label = "load op " + std::to_string(ack.id);
+  ResolvedIndices moved = move_indices(host, device);
+  // After every compute already enqueued: it may still read the recycled device slots.
+  const EventId start = backend_.record_event(backend_.compute_stream());
+  backend_.wait_event(load_stream_, start);
+  const int32_t layers = device_pool_.view().layer_count;
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    KVTransfer t{.src = host_pool_.view(),
+                 .dst = device_pool_.view(),
+                 .src_indices = moved.src.device_block(),
+                 .dst_indices = moved.dst.device_block(),
+                 .count = host.size(),
+                 .layer_begin = layer,
+                 .layer_end = layer + 1,
+                 .label = label + " layer " + std::to_string(layer)};
+    backend_.transfer_kv_async(load_stream_, t);
+    layer_done_.set_layer_event(producer, layer, backend_.record_event(load_stream_));
+  }
+  ack.finish = backend_.record_event(load_stream_);
+  release_after(moved, load_stream_);
+  load_acks_.push_back(std::move(ack));
+  return producer;
+}
+
+std::vector<TransferAck> CacheController::pop_completed(std::deque<TransferAck>& queue) {
+  std::vector<TransferAck> done;
+  while (!queue.empty() && backend_.query_event(queue.front().finish)) {
+    done.push_back(std::move(queue.front()));
+    queue.pop_front();
+  }
+  return done;
+}
+
+std::vector<TransferAck> CacheController::poll_write_acks() { return pop_completed(write_acks_); }
+std::vector<TransferAck> CacheController::poll_load_acks() { return pop_completed(load_acks_); }
+
+std::vector<TransferAck> CacheController::flush_write_acks() {
+  if (!write_acks_.empty()) backend_.synchronize_event(write_acks_.back().finish);
+  return pop_completed(write_acks_);
+}
+
+}  // namespace kvsim

@@ -1,0 +1,139 @@
+// CacheController: moves KV pages between the device pool and the host pool on dedicated
+// streams, and reports completions through FIFO ack queues consumed at explicit poll points.
+//
+// write(): device→host backup. Host slots are allocated at once and the copy is launched at
+//   once on the write stream, after an event recorded on the compute stream (so it copies KV
+//   produced by forwards enqueued before it).
+// load():  host→device load-back. Device slots are allocated at once; the copy is only queued.
+//   start_loading() issues every queued load as one merged, layer-by-layer copy on the load
+//   stream, recording one event per layer so a forward can wait for layer i alone
+//   (LayerDoneCounter), and returns the producer index the forward consumes.
+// Acks are appended in issue order and popped only while the oldest one has completed
+//   (poll_write_acks / poll_load_acks) — the scheduler applies tree changes there and only
+//   there.
+//
+// Invariants:
+//  1. every index buffer a copy reads is recorded on the copy's stream before it is dropped
+//     (seed 000), so the caching allocator cannot hand it out while the copy is pending;
+//  2. move_indices never mutates its inputs: it returns new device-resident objects (seed 001);
+//  3. source and destination slots of a pending op stay allocated until its ack is consumed
+//     (the caller holds a lock or host protection on the nodes; pending_ops() lists them).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/pools/device_kv_pool.h"
+#include "core/pools/host_kv_pool.h"
+#include "core/pools/index_vector.h"
+#include "core/pools/paged_allocator.h"
+
+namespace kvsim {
+
+// A completed (or pending) transfer as the scheduler sees it at a poll point.
+struct TransferAck {
+  OpId id = 0;
+  std::vector<NodeId> node_ids;
+  int64_t tokens = 0;
+  EventId finish;
+};
+
+// Index vectors resolved for a kernel: new device-resident copies of both sides.
+struct ResolvedIndices {
+  IndexVector src;
+  IndexVector dst;
+};
+
+// Rotating per-layer events of in-flight load-backs (SGLang's LayerDoneCounter).
+class LayerDoneCounter {
+ public:
+  static constexpr int kSlots = 3;  // loads that may overlap with forwards
+  explicit LayerDoneCounter(int32_t layer_count) : layer_count_(layer_count) {}
+  int32_t layer_count() const { return layer_count_; }
+  // Claims the next slot for a new load; the caller records its events into it.
+  int update_producer(Backend& backend);
+  void set_layer_event(int producer, int32_t layer, EventId event);
+  void set_consumer(int producer) { consumer_ = producer; }
+  // Makes `stream` wait until layer `layer` of the consumed load has landed.
+  void wait_until(Backend& backend, StreamId stream, int32_t layer) const;
+
+ private:
+  int32_t layer_count_;
+  int producer_ = -1;
+  int consumer_ = -1;
+  std::array<std::vector<EventId>, kSlots> events_;
+};
+
+struct CacheControllerOptions {
+  int32_t page_size = 1;
+};
+
+class CacheController {
+ public:
+  CacheController(Backend& backend, DeviceKVPool& device_pool, PagedSlotAllocator& device_slots,
+                  HostKVPool& host_pool, PagedSlotAllocator& host_slots,
+                  CacheControllerOptions options);
+
+  // Device→host backup of `device_indices` for `node`; returns the new host slots, or nullopt
+  // when the host pool is full (nothing launched).
+  std::optional<IndexVector> write(const IndexVector& device_indices, NodeId node);
+  // Queues a host→device load for `node`; returns the new device slots, or nullopt when the
+  // device pool is full (nothing queued).
+  std::optional<IndexVector> load(const IndexVector& host_indices, NodeId node);
+  // Issues all queued loads as one copy; returns the producer index, or -1 if none queued.
+  int start_loading();
+
+  // Pops the leading completed acks of each queue (FIFO).
+  std::vector<TransferAck> poll_write_acks();
+  std::vector<TransferAck> poll_load_acks();
+  // Blocks until every write ack has completed, then pops them all (write_back flushes).
+  std::vector<TransferAck> flush_write_acks();
+
+  // New device-resident copies of `src` and `dst` for a kernel on `stream`; the uploads are
+  // enqueued on the compute stream. The caller records both on `stream` and frees them.
+  ResolvedIndices move_indices(const IndexVector& src, const IndexVector& dst);
+  void release_after(const ResolvedIndices& indices, StreamId stream);
+
+  size_t pending_writes() const { return write_acks_.size(); }
+  size_t pending_loads() const { return load_acks_.size() + load_queue_.size(); }
+  size_t queued_loads() const { return load_queue_.size(); }
+  StreamId write_stream() const { return write_stream_; }
+  StreamId load_stream() const { return load_stream_; }
+  LayerDoneCounter& layer_done_counter() { return layer_done_; }
+  Backend& backend() { return backend_; }
+  PagedSlotAllocator& device_slots() { return device_slots_; }
+  PagedSlotAllocator& host_slots() { return host_slots_; }
+  DeviceKVPool& device_pool() { return device_pool_; }
+  HostKVPool& host_pool() { return host_pool_; }
+
+ private:
+  struct QueuedLoad {
+    OpId id;
+    IndexVector host_indices;
+    IndexVector device_indices;
+    NodeId node;
+  };
+  Block upload_indices(const IndexVector& indices, const std::string& label);
+  std::vector<TransferAck> pop_completed(std::deque<TransferAck>& queue);
+
+  Backend& backend_;
+  DeviceKVPool& device_pool_;
+  PagedSlotAllocator& device_slots_;
+  HostKVPool& host_pool_;
+  PagedSlotAllocator& host_slots_;
+  CacheControllerOptions options_;
+  StreamId write_stream_;
+  StreamId load_stream_;
+  LayerDoneCounter layer_done_;
+  std::vector<QueuedLoad> load_queue_;
+  std::deque<TransferAck> write_acks_;
+  std::deque<TransferAck> load_acks_;
+  OpId next_op_id_ = 1;
+};
+
+}  // namespace kvsim

@@ -1,0 +1,42 @@
+#include "core/tiers/page_hash.h"
+
+#include "core/common/assert.h"
+#include "core/tiers/sha256.h"
+
+namespace kvsim {
+
+PageDigest namespace_seed(Namespace ns) {
+  std::array<uint8_t, 16> bytes{'k', 'v', 's', 'i', 'm', '-', 'n', 's'};
+  for (int i = 0; i < 8; ++i) bytes[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(ns >> (8 * i));
+  return Sha256::hash(bytes);
+}
+
+PageDigest hash_page(const PageDigest& prev, std::span<const Token> page_tokens) {
+  Sha256 h;
+  h.update(prev);
+  for (Token t : page_tokens) {
+    const auto u = static_cast<uint32_t>(t);
+    const std::array<uint8_t, 4> le{static_cast<uint8_t>(u), static_cast<uint8_t>(u >> 8),
+                                    static_cast<uint8_t>(u >> 16), static_cast<uint8_t>(u >> 24)};
+    h.update(le);
+  }
+  return h.finish();
+}
+
+std::vector<PageDigest> hash_pages(const PageDigest& prev, std::span<const Token> tokens,
+                                   int32_t page_size) {
+  KV_ASSERT(page_size > 0 && tokens.size() % static_cast<size_t>(page_size) == 0,
+            "hash_pages needs whole pages");
+  std::vector<PageDigest> out;
+  out.reserve(tokens.size() / static_cast<size_t>(page_size));
+  PageDigest last = prev;
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(page_size)) {
+    last = hash_page(last, tokens.subspan(i, static_cast<size_t>(page_size)));
+    out.push_back(last);
+  }
+  return out;
+}
+
+std::string to_hex(const PageDigest& digest) { return to_hex(std::span<const uint8_t>(digest)); }
+
+}  // namespace kvsim
