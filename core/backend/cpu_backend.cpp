@@ -87,16 +87,25 @@ Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::
     p.kind = kind;
     p.alloc_stream = stream;
     physical_.push_back(std::move(p));
-  } else {
-    std::memset(physical_[phys].data.get(), static_cast<int>(kPoison), physical_[phys].bytes);
   }
+  const bool reused = physical_[phys].current_id == 0 && physical_[phys].owner.size() > 0;
   Physical& p = physical_[phys];
   p.current_id = next_block_id_++;
   p.owner = std::string(label) + " (alloc #" + std::to_string(p.current_id) + " on stream " +
             streams_[stream].name + ")";
   p.stream_uses.clear();
   id_to_phys_[p.current_id] = phys;
-  return Block{.id = p.current_id, .ptr = p.data.get(), .bytes = bytes, .kind = kind};
+  const Block block{.id = p.current_id, .ptr = p.data.get(), .bytes = bytes, .kind = kind};
+  if (reused) {
+    // Poison in stream order: work enqueued earlier on this stream still sees the old bytes,
+    // anything that touches the block later — on any stream — sees garbage.
+    Op op;
+    op.kind = OpKind::kPoison;
+    op.label = "poison for " + p.owner;
+    op.dst = Block{.id = p.current_id, .ptr = p.data.get(), .bytes = p.bytes, .kind = kind};
+    enqueue(stream, std::move(op), {block});
+  }
+  return block;
 }
 
 void CpuBackend::record_stream(const Block& block, StreamId stream) {
@@ -175,6 +184,8 @@ bool CpuBackend::still_valid(const Op& op, const Stream& stream) {
   for (const Touch& t : op.touches) {
     const Physical& p = physical_[t.phys];
     if (p.current_id == t.id) continue;
+    // Work enqueued on the allocation stream before the free is ordered before any reuse.
+    if (p.kind == MemoryKind::kDevice && &stream == &streams_[p.alloc_stream]) continue;
     if (p.current_id != 0) {
       report("reuse_while_in_flight", describe(op, stream) + " touched block " +
                                           std::to_string(t.id) + " after it was handed to " +
@@ -310,6 +321,9 @@ void CpuBackend::execute(Stream& stream, Op& op) {
       return;
     case OpKind::kTransfer:
       run_transfer(op, stream);
+      return;
+    case OpKind::kPoison:
+      std::memset(op.dst.ptr, static_cast<int>(kPoison), op.dst.bytes);
       return;
     case OpKind::kWait:
       return;

@@ -6,7 +6,8 @@
 // (lowest runnable stream id first).
 //
 // Device memory comes from a caching allocator with PyTorch's rules (see backend.h, rule 3).
-// Every handout of a block gets a fresh Block::id and is filled with poison bytes (0xDB); every
+// Every handout of a block gets a fresh Block::id; a reused block is filled with poison bytes
+// (0xDB) in its stream's order; every
 // op remembers the ids of the blocks it touches, and when it runs it checks they are still
 // the same handouts. If one was handed to someone else in between, the op does not touch
 // memory and a "reuse_while_in_flight" violation names both the op and the new owner — the
@@ -78,7 +79,7 @@ class CpuBackend final : public Backend {
   size_t device_bytes_reserved() const { return device_bytes_; }
 
  private:
-  enum class OpKind : uint8_t { kCopy, kUpload, kTransfer, kWait };
+  enum class OpKind : uint8_t { kCopy, kUpload, kTransfer, kWait, kPoison };
   struct Touch {
     size_t phys;
     uint64_t id;
