@@ -1,0 +1,229 @@
+// HiCache: write policies, eviction, load-back, the seed situations 000/001/002 and content
+// integrity across tiers. Every test ends with sanity_check() (CacheFixture::TearDown).
+#include "core/cache/hi_cache.h"
+
+#include "tests/support/cache_fixture.h"
+
+namespace kvsim {
+namespace {
+
+using testing::CacheFixture;
+using testing::tokens_from;
+
+class HiCacheTest : public CacheFixture {};
+
+TEST_F(HiCacheTest, WriteThroughBacksUpOnInsertAndUnlocksAtTheAck) {
+  std::vector<Token> t = tokens_from(1, 16);
+  run_request(0, t);
+  TreeNode* node = cache_->match_prefix(0, t).last_device_node;
+  EXPECT_TRUE(node->backed_up());
+  EXPECT_EQ(node->full().lock_ref, 1);  // held by the pending write
+  EXPECT_EQ(cache_->controller().pending_writes(), 1u);
+  cache_->check_hicache_events();  // the copy has not run: nothing to consume
+  EXPECT_EQ(node->full().lock_ref, 1);
+  backend_.drain();
+  cache_->check_hicache_events();
+  EXPECT_EQ(node->full().lock_ref, 0);
+  EXPECT_EQ(cache_->stats().write_through_tokens, 16);
+}
+
+TEST_F(HiCacheTest, EvictThenLoadBackRestoresTheBytes) {
+  std::vector<Token> t = tokens_from(1, 16);
+  run_request(0, t);
+  cache_->flush();
+  EXPECT_EQ(cache_->evict(64), 16);
+  MatchResult m = cache_->match_prefix(0, t);
+  EXPECT_EQ(m.device_hit_length(), 0);
+  EXPECT_EQ(m.host_hit_length, 16);
+  LoadBackResult r = cache_->init_load_back(*m.best_match_node);
+  ASSERT_EQ(r.device_indices.size(), 16u);
+  EXPECT_EQ(r.last_node, m.best_match_node);
+  EXPECT_EQ(cache_->ready_to_load_host_cache(), 0);
+  backend_.drain();
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
+  EXPECT_EQ(cache_->match_prefix(0, t).device_hit_length(), 16);
+}
+
+TEST_F(HiCacheTest, ForwardWaitsOnlyForItsLayerOfTheLoad) {
+  std::vector<Token> t = tokens_from(1, 8);
+  run_request(0, t);
+  cache_->flush();
+  cache_->evict(64);
+  LoadBackResult r = cache_->init_load_back(*cache_->match_prefix(0, t).best_match_node);
+  const int producer = cache_->ready_to_load_host_cache();
+  LayerDoneCounter& counter = cache_->controller().layer_done_counter();
+  counter.set_consumer(producer);
+  counter.wait_until(backend_, backend_.compute_stream(), 0);
+  const StreamId compute = backend_.compute_stream();
+  const StreamId load = cache_->controller().load_stream();
+  while (backend_.step(compute)) {
+  }
+  EXPECT_EQ(backend_.pending_ops(compute), 1u);  // blocked on layer 0's event
+  EXPECT_TRUE(backend_.step(load));              // the load waits for earlier compute
+  EXPECT_FALSE(backend_.runnable(compute));
+  EXPECT_TRUE(backend_.step(load));  // layer 0 lands
+  EXPECT_TRUE(backend_.runnable(compute));
+  EXPECT_TRUE(backend_.step(compute));
+  EXPECT_GT(backend_.pending_ops(load), 0u);  // layer 1 still in flight
+  backend_.drain();
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
+}
+
+TEST_F(HiCacheTest, Seed000LoadBackIndexBuffersSurviveReuseByTheNextBatch) {
+  // The controller drops its index buffers right after enqueueing the copy. The next batch
+  // then allocates on the compute stream while the load stream is held back: none of those
+  // allocations may get the copy's index buffers, and the copy must move the right bytes.
+  std::vector<Token> t = tokens_from(1, 32);
+  run_request(0, t);
+  cache_->flush();
+  cache_->evict(64);
+  LoadBackResult r = cache_->init_load_back(*cache_->match_prefix(0, t).best_match_node);
+  cache_->ready_to_load_host_cache();
+  for (int i = 0; i < 16; ++i) {
+    Block b = backend_.allocate(MemoryKind::kDevice, 32 * 8, backend_.compute_stream(), "next batch");
+    backend_.free(b);
+  }
+  backend_.drain();
+  EXPECT_TRUE(backend_.violations().empty()) << backend_.violations()[0].detail;
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
+}
+
+TEST_F(HiCacheTest, Seed001MoveIndicesNeverMutatesTreeState) {
+  std::vector<Token> t = tokens_from(1, 8);
+  run_request(0, t);
+  TreeNode* node = cache_->match_prefix(0, t).last_device_node;
+  const IndexVector host_before = *node->full().host_value;
+  ResolvedIndices moved = cache_->controller().move_indices(*node->full().host_value, *node->full().value);
+  EXPECT_EQ(moved.src.residency(), Residency::kDevice);
+  EXPECT_EQ(node->full().host_value->residency(), Residency::kHost);
+  EXPECT_EQ(*node->full().host_value, host_before);
+  cache_->controller().release_after(moved, cache_->controller().load_stream());
+  cache_->flush();
+  // Had the moved object been written back into the tree, sanity_check names it.
+  std::optional<IndexVector> saved = node->full().host_value;
+  node->full().host_value = moved.src;
+  SanityReport report;
+  cache_->sanity_check(report);
+  EXPECT_TRUE(report.has("residency")) << report.summary();
+  node->full().host_value = saved;
+}
+
+TEST_F(HiCacheTest, Seed002LoadBackAnchorsOnBestMatchAndLocksSkipEvictedNodes) {
+  std::vector<Token> a = tokens_from(1, 8);
+  std::vector<Token> ab = tokens_from(1, 16);
+  run_request(0, a);
+  run_request(0, ab);
+  cache_->flush();
+  MatchResult m0 = cache_->match_prefix(0, ab);
+  TreeNode* bottom = m0.last_device_node;
+  cache_->evict(8);  // the LRU leaf is the bottom half
+  ASSERT_TRUE(bottom->evicted());
+  MatchResult m = cache_->match_prefix(0, ab);
+  EXPECT_EQ(m.best_match_node, bottom);
+  EXPECT_EQ(m.host_hit_length, 8);
+  // Admission lock on the match: it skips the evicted bottom node.
+  LockRecord admission = cache_->lock(*m.best_match_node);
+  EXPECT_EQ(bottom->full().lock_ref, 0);
+  LoadBackResult r = cache_->init_load_back(*m.best_match_node);
+  ASSERT_EQ(r.device_indices.size(), 8u);
+  cache_->ready_to_load_host_cache();
+  cache_->unlock(admission);  // replays the skip: the revived node is not decremented
+  EXPECT_EQ(bottom->full().lock_ref, 1);  // only the pending load's lock
+  backend_.drain();
+  cache_->check_hicache_events();
+  EXPECT_EQ(bottom->full().lock_ref, 0);
+  MatchResult after = cache_->match_prefix(0, ab);
+  EXPECT_TRUE(device_content_ok(0, ab, after.device_indices));
+}
+
+TEST_F(HiCacheTest, LoadBackUnderDevicePressureEvictsOthersButNotItsAncestors) {
+  std::vector<Token> a = tokens_from(1, 32);
+  std::vector<Token> b = tokens_from(100, 32);
+  run_request(0, a);
+  cache_->flush();
+  cache_->evict(64);
+  run_request(0, b);  // fills the device pool
+  cache_->flush();
+  EXPECT_EQ(cache_->available_device_size(), 32);
+  run_request(0, tokens_from(200, 32));
+  cache_->flush();
+  LoadBackResult r = cache_->init_load_back(*cache_->match_prefix(0, a).best_match_node);
+  ASSERT_EQ(r.device_indices.size(), 32u);
+  cache_->ready_to_load_host_cache();
+  backend_.drain();
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, a, r.device_indices));
+}
+
+TEST_F(HiCacheTest, EvictHostDropsHostOnlyLeaves) {
+  run_request(0, tokens_from(1, 16));
+  cache_->flush();
+  cache_->evict(64);
+  EXPECT_EQ(cache_->host_slots().available_size(), 128 - 16);
+  EXPECT_EQ(cache_->evict_host(16), 16);
+  EXPECT_EQ(cache_->host_slots().available_size(), 128);
+  EXPECT_EQ(cache_->tree().node_count(), 1u);
+}
+
+TEST_F(HiCacheTest, SanityReportsALeakedDeviceSlot) {
+  std::optional<IndexVector> stray = cache_->device_slots().alloc(4);  // bypasses HiCache
+  SanityReport report;
+  cache_->sanity_check(report);
+  EXPECT_TRUE(report.has("slots.device_ownership"));
+  cache_->device_slots().free(*stray);
+}
+
+class WriteBackTest : public CacheFixture {
+ protected:
+  WriteBackTest() : CacheFixture(options()) {}
+  static HiCacheOptions options() {
+    HiCacheOptions o = default_options();
+    o.write_policy = WritePolicy::kWriteBack;
+    return o;
+  }
+};
+
+TEST_F(WriteBackTest, EvictionWritesToHostFirstAndLoadBackRestores) {
+  std::vector<Token> t = tokens_from(7, 24);
+  run_request(0, t);
+  EXPECT_FALSE(cache_->match_prefix(0, t).last_device_node->backed_up());  // nothing written yet
+  EXPECT_EQ(cache_->evict(64), 24);
+  MatchResult m = cache_->match_prefix(0, t);
+  EXPECT_EQ(m.host_hit_length, 24);
+  LoadBackResult r = cache_->init_load_back(*m.best_match_node);
+  cache_->ready_to_load_host_cache();
+  backend_.drain();
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
+}
+
+class SelectiveTest : public CacheFixture {
+ protected:
+  SelectiveTest() : CacheFixture(options()) {}
+  static HiCacheOptions options() {
+    HiCacheOptions o = default_options();
+    o.write_policy = WritePolicy::kWriteThroughSelective;
+    return o;
+  }
+};
+
+TEST_F(SelectiveTest, BacksUpOnlyOnTheSecondHit) {
+  std::vector<Token> t = tokens_from(1, 8);
+  run_request(0, t);
+  EXPECT_FALSE(cache_->match_prefix(0, t).last_device_node->backed_up());
+  run_request(0, t);
+  EXPECT_TRUE(cache_->match_prefix(0, t).last_device_node->backed_up());
+  cache_->flush();
+  // Not backed up: evicting removes the node outright.
+  run_request(0, tokens_from(50, 8));
+  cache_->flush();
+  cache_->evict(64);
+  EXPECT_EQ(cache_->match_prefix(0, tokens_from(50, 8)).host_hit_length, 0);
+  EXPECT_EQ(cache_->match_prefix(0, t).host_hit_length, 8);
+}
+
+}  // namespace
+}  // namespace kvsim

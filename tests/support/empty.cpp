@@ -1,1 +1,0 @@
-// Keeps kvsim_test_support a valid library while it has no other sources.
