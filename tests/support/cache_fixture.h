@@ -19,7 +19,7 @@ std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens
                                      int32_t layer, size_t item_bytes);
 
 class CacheFixture : public ::testing::Test {
- protected:
+ public:
   explicit CacheFixture(HiCacheOptions options = default_options(), StorageBackend* storage = nullptr);
   ~CacheFixture() override;
   void TearDown() override;
