@@ -88,9 +88,10 @@ Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::
     p.alloc_stream = stream;
     physical_.push_back(std::move(p));
   }
-  const bool reused = physical_[phys].current_id == 0 && physical_[phys].owner.size() > 0;
   Physical& p = physical_[phys];
+  const bool reused = p.last_handout_id != 0;
   p.current_id = next_block_id_++;
+  p.last_handout_id = p.current_id;
   p.owner = std::string(label) + " (alloc #" + std::to_string(p.current_id) + " on stream " +
             streams_[stream].name + ")";
   p.stream_uses.clear();
@@ -186,7 +187,7 @@ bool CpuBackend::still_valid(const Op& op, const Stream& stream) {
     if (p.current_id == t.id) continue;
     // Work enqueued on the allocation stream before the free is ordered before any reuse.
     if (p.kind == MemoryKind::kDevice && &stream == &streams_[p.alloc_stream]) continue;
-    if (p.current_id != 0) {
+    if (p.last_handout_id != t.id) {  // handed out again since (and maybe freed again)
       report("reuse_while_in_flight", describe(op, stream) + " touched block " +
                                           std::to_string(t.id) + " after it was handed to " +
                                           p.owner);
