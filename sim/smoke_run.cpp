@@ -29,7 +29,8 @@ class Rng {
 std::vector<std::byte> item_for(std::span<const Token> tokens, size_t position, int32_t layer,
                                 size_t item_bytes) {
   uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i <= position; ++i) h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
+  for (size_t i = 0; i <= position; ++i)
+    h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
   h ^= (static_cast<uint64_t>(layer) << 32) | position;
   std::vector<std::byte> out(item_bytes);
   for (size_t i = 0; i < item_bytes; ++i) {
@@ -49,7 +50,8 @@ class Driver {
     ScopedThrowingAsserts asserts;
     try {
       std::vector<std::vector<Token>> prompts;
-      for (int p = 0; p < 4; ++p) prompts.push_back(random_tokens(32 + rng_.below(64)));
+      for (int p = 0; p < 4; ++p)
+        prompts.push_back(random_tokens(32 + rng_.below(64)));
       std::vector<std::vector<Token>> sessions(8);
       for (int64_t r = 0; r < options_.requests && summary_.ok; ++r) {
         std::vector<Token> tokens;
@@ -82,7 +84,8 @@ class Driver {
  private:
   std::vector<Token> random_tokens(uint64_t n) {
     std::vector<Token> t(n);
-    for (Token& x : t) x = static_cast<Token>(rng_.below(50000));
+    for (Token& x : t)
+      x = static_cast<Token>(rng_.below(50000));
     return t;
   }
 
@@ -145,7 +148,8 @@ class Driver {
     summary_.prompt_tokens += static_cast<int64_t>(tokens.size());
     summary_.device_hit_tokens += m.device_hit_length();
     summary_.host_hit_tokens += m.host_hit_length;
-    mix(static_cast<uint64_t>(m.device_hit_length()) << 20 | static_cast<uint64_t>(m.host_hit_length));
+    mix(static_cast<uint64_t>(m.device_hit_length()) << 20 |
+        static_cast<uint64_t>(m.host_hit_length));
     LockRecord lock = cache_->lock(*m.best_match_node);
     IndexVector prefix = m.device_indices;
     if (m.host_hit_length > 0) {
@@ -172,8 +176,10 @@ class Driver {
     InsertResult ins = cache_->insert(0, tokens, all);
     const size_t aligned = tokens.size() / page * page;
     std::vector<SlotIndex> dup;
-    for (size_t i = cached; i < static_cast<size_t>(ins.prefix_len); ++i) dup.push_back(all[i]);
-    for (size_t i = aligned; i < all.size(); ++i) dup.push_back(all[i]);
+    for (size_t i = cached; i < static_cast<size_t>(ins.prefix_len); ++i)
+      dup.push_back(all[i]);
+    for (size_t i = aligned; i < all.size(); ++i)
+      dup.push_back(all[i]);
     if (!dup.empty()) cache_->free_device(IndexVector(Tier::kDevice, std::move(dup)));
     cache_->unlock(lock);
     ++summary_.requests_done;
@@ -191,11 +197,16 @@ class Driver {
 
 SmokeOptions default_smoke_options() {
   SmokeOptions o;
-  o.cache = HiCacheOptions{.page_size = 4, .layer_count = 2, .item_bytes = 16,
-                           .device_tokens = 512, .host_tokens = 1024};
+  o.cache = HiCacheOptions{.page_size = 4,
+                           .layer_count = 2,
+                           .item_bytes = 16,
+                           .device_tokens = 512,
+                           .host_tokens = 1024};
   return o;
 }
 
-SmokeSummary run_smoke(const SmokeOptions& options) { return Driver(options).run(); }
+SmokeSummary run_smoke(const SmokeOptions& options) {
+  return Driver(options).run();
+}
 
 }  // namespace kvsim::sim

@@ -127,7 +127,8 @@ class Backend {
 
   // --- Memory ---
   // Returns a null Block when memory is exhausted (an operating error, not a crash).
-  virtual Block allocate(MemoryKind kind, size_t bytes, StreamId stream, std::string_view label) = 0;
+  virtual Block allocate(MemoryKind kind, size_t bytes, StreamId stream,
+                         std::string_view label) = 0;
   virtual void record_stream(const Block& block, StreamId stream) = 0;
   virtual void free(const Block& block) = 0;
 

@@ -10,7 +10,9 @@ namespace {
 constexpr size_t kRoundBytes = 512;  // allocation granularity of the caching allocator
 constexpr std::byte kPoison{0xDB};   // fills every reused block
 
-size_t round_up(size_t bytes) { return (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes; }
+size_t round_up(size_t bytes) {
+  return (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
+}
 
 }  // namespace
 
@@ -62,7 +64,9 @@ void CpuBackend::synchronize_stream(StreamId stream) {
   synchronize_event(record_event(stream));
 }
 
-void CpuBackend::synchronize() { drain(); }
+void CpuBackend::synchronize() {
+  drain();
+}
 
 Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::string_view label) {
   stream_at(stream);
@@ -78,7 +82,8 @@ Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::
   }
   if (phys == physical_.size()) {
     size_t& used = kind == MemoryKind::kDevice ? device_bytes_ : host_bytes_;
-    const size_t limit = kind == MemoryKind::kDevice ? options_.device_bytes_max : options_.host_bytes_max;
+    const size_t limit =
+        kind == MemoryKind::kDevice ? options_.device_bytes_max : options_.host_bytes_max;
     if (limit != 0 && used + rounded > limit) return Block{};
     used += rounded;
     Physical p;
@@ -131,7 +136,8 @@ void CpuBackend::free(const Block& block) {
   }
   // Reusable only once every recorded stream has passed this point (record_stream rule).
   DeferredFree d{it->second, {}};
-  for (StreamId s : p.stream_uses) d.events.push_back(record_event(s));
+  for (StreamId s : p.stream_uses)
+    d.events.push_back(record_event(s));
   deferred_.push_back(std::move(d));
 }
 
@@ -144,7 +150,8 @@ void CpuBackend::process_deferred_frees() {
   std::vector<DeferredFree> still;
   for (DeferredFree& d : deferred_) {
     bool done = true;
-    for (EventId e : d.events) done = done && query_event(e);
+    for (EventId e : d.events)
+      done = done && query_event(e);
     if (done) {
       return_to_pool(d.phys);
     } else {
@@ -193,8 +200,8 @@ bool CpuBackend::still_valid(const Op& op, const Stream& stream) {
                                           p.owner);
       ok = false;
     } else if (p.kind == MemoryKind::kPinnedHost) {
-      report("use_after_free", describe(op, stream) + " touched released host block " +
-                                   std::to_string(t.id));
+      report("use_after_free",
+             describe(op, stream) + " touched released host block " + std::to_string(t.id));
       ok = false;
     }
     // A freed, not yet reused device block still holds its bytes: the access is harmless.
@@ -278,7 +285,8 @@ bool CpuBackend::step_any() {
 }
 
 void CpuBackend::drain() {
-  while (pending_ops() > 0) KV_ASSERT(step_any(), "deadlock: pending ops but none runnable");
+  while (pending_ops() > 0)
+    KV_ASSERT(step_any(), "deadlock: pending ops but none runnable");
 }
 
 size_t CpuBackend::pending_ops(StreamId stream) const {
@@ -288,7 +296,8 @@ size_t CpuBackend::pending_ops(StreamId stream) const {
 
 size_t CpuBackend::pending_ops() const {
   size_t n = 0;
-  for (const Stream& s : streams_) n += s.queue.size();
+  for (const Stream& s : streams_)
+    n += s.queue.size();
   return n;
 }
 
@@ -307,7 +316,8 @@ void CpuBackend::execute(Stream& stream, Op& op) {
   if (!still_valid(op, stream)) return;
   switch (op.kind) {
     case OpKind::kCopy:
-      if (!in_bounds(op.dst, op.dst_offset, op.bytes) || !in_bounds(op.src, op.src_offset, op.bytes)) {
+      if (!in_bounds(op.dst, op.dst_offset, op.bytes) ||
+          !in_bounds(op.src, op.src_offset, op.bytes)) {
         report("illegal_address", describe(op, stream) + " copies outside a block");
         return;
       }
@@ -335,8 +345,9 @@ void CpuBackend::run_transfer(const Op& op, const Stream& stream) {
   const KVTransfer& t = op.transfer;
   const size_t index_bytes = t.count * sizeof(int64_t);
   if (!in_bounds(t.src_indices, 0, index_bytes) || !in_bounds(t.dst_indices, 0, index_bytes) ||
-      t.src.item_bytes != t.dst.item_bytes || t.layer_begin < 0 || t.layer_end > t.src.layer_count ||
-      t.layer_end > t.dst.layer_count || !in_bounds(t.src.block, 0, t.src.total_bytes()) ||
+      t.src.item_bytes != t.dst.item_bytes || t.layer_begin < 0 ||
+      t.layer_end > t.src.layer_count || t.layer_end > t.dst.layer_count ||
+      !in_bounds(t.src.block, 0, t.src.total_bytes()) ||
       !in_bounds(t.dst.block, 0, t.dst.total_bytes())) {
     report("illegal_address", describe(op, stream) + " has a malformed transfer descriptor");
     return;

@@ -109,7 +109,7 @@ class CpuBackend final : public Backend {
     StreamId alloc_stream = 0;
     uint64_t current_id = 0;       // 0: not handed out
     uint64_t last_handout_id = 0;  // the most recent handout, kept after it is freed
-    std::string owner;  // label + allocation sequence of the most recent handout
+    std::string owner;             // label + allocation sequence of the most recent handout
     std::set<StreamId> stream_uses;
   };
   struct DeferredFree {

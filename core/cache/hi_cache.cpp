@@ -16,14 +16,14 @@ HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* stora
             "host_tokens must be a positive multiple of page_size");
   device_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kDevice, options_.device_tokens,
                                                        options_.page_size);
-  host_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kHost, options_.host_tokens,
-                                                     options_.page_size);
+  host_slots_ =
+      std::make_unique<PagedSlotAllocator>(Tier::kHost, options_.host_tokens, options_.page_size);
   // Each pool has one extra page: page 0 is reserved and never handed out.
   device_pool_ = std::make_unique<DeviceKVPool>(backend_, options_.device_tokens + page,
                                                 options_.layer_count, options_.item_bytes);
-  host_pool_ = std::make_unique<HostKVPool>(backend_, options_.host_tokens + page,
-                                            options_.layer_count, options_.item_bytes,
-                                            options_.host_layout);
+  host_pool_ =
+      std::make_unique<HostKVPool>(backend_, options_.host_tokens + page, options_.layer_count,
+                                   options_.item_bytes, options_.host_layout);
   tree_ = std::make_unique<RadixTree>(RadixTreeOptions{
       .page_size = options_.page_size,
       .eviction_policy = options_.eviction_policy,
@@ -49,7 +49,8 @@ InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens,
     request_slots_.erase(value[i]);
   }
   if (storage_ != nullptr) {
-    for (TreeNode* n : RadixTree::path_to(*result.last_node)) compute_node_hashes(*n);
+    for (TreeNode* n : RadixTree::path_to(*result.last_node))
+      compute_node_hashes(*n);
   }
   apply_write_policy(result.hit_nodes);
   return result;
@@ -81,7 +82,9 @@ void HiCache::free_device(const IndexVector& slots) {
   device_slots_->free(slots);
 }
 
-int64_t HiCache::available_device_size() const { return device_slots_->available_size(); }
+int64_t HiCache::available_device_size() const {
+  return device_slots_->available_size();
+}
 
 std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
   std::optional<IndexVector> slots = host_slots_->alloc(tokens);
@@ -156,8 +159,10 @@ int64_t HiCache::evict_host(int64_t host_tokens) {
 }
 
 void HiCache::check_hicache_events() {
-  for (const TransferAck& ack : controller_->poll_write_acks()) finish_write_ack(ack);
-  for (const TransferAck& ack : controller_->poll_load_acks()) finish_load_ack(ack);
+  for (const TransferAck& ack : controller_->poll_write_acks())
+    finish_write_ack(ack);
+  for (const TransferAck& ack : controller_->poll_load_acks())
+    finish_load_ack(ack);
   for (NodeId id : finished_backups_) {
     if (TreeNode* node = tree_->find(id)) tree_->release_host(*node);
   }
@@ -173,8 +178,8 @@ void HiCache::flush() {
 void HiCache::finish_write_ack(const TransferAck& ack) {
   for (NodeId id : ack.node_ids) {
     auto it = pending_writes_.find(id);
-    KV_ASSERT(it != pending_writes_.end(), "write ack for node " + std::to_string(id) +
-                                               " with no pending write");
+    KV_ASSERT(it != pending_writes_.end(),
+              "write ack for node " + std::to_string(id) + " with no pending write");
     TreeNode* node = tree_->find(id);
     KV_ASSERT(node != nullptr, "node with a pending write vanished");
     // Fragments split off the node while the copy ran are published with it.
@@ -190,8 +195,8 @@ void HiCache::finish_write_ack(const TransferAck& ack) {
 void HiCache::finish_load_ack(const TransferAck& ack) {
   for (NodeId id : ack.node_ids) {
     auto it = pending_loads_.find(id);
-    KV_ASSERT(it != pending_loads_.end(), "load ack for node " + std::to_string(id) +
-                                              " with no pending load");
+    KV_ASSERT(it != pending_loads_.end(),
+              "load ack for node " + std::to_string(id) + " with no pending load");
     tree_->unlock(it->second.lock);
     for (NodeId p : it->second.protected_nodes) {
       TreeNode* n = tree_->find(p);

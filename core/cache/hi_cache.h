@@ -53,13 +53,13 @@ struct PrefetchOp {
   RequestId rid = 0;
   NodeId anchor = 0;
   Namespace ns = 0;
-  std::vector<Token> tokens;          // page-aligned continuation of the anchor's path
-  std::vector<PageDigest> hashes;     // one per page of tokens (truncated to the hit)
+  std::vector<Token> tokens;       // page-aligned continuation of the anchor's path
+  std::vector<PageDigest> hashes;  // one per page of tokens (truncated to the hit)
   State state = State::kQuery;
-  int64_t occupied_tokens = 0;        // counted against the rate limit
+  int64_t occupied_tokens = 0;  // counted against the rate limit
   int64_t hit_tokens = 0;
   std::optional<IndexVector> host_indices;
-  int64_t completed_tokens = 0;       // frozen once terminated
+  int64_t completed_tokens = 0;  // frozen once terminated
   bool terminated = false;
   uint64_t start_tick = 0;
 };
@@ -71,7 +71,7 @@ struct HiCacheStats {
   int64_t evicted_host_tokens = 0;
   int64_t prefetched_tokens = 0;
   int64_t backed_up_pages = 0;
-  int64_t prefetch_shrunk = 0;   // prefetches shrunk to fit free host memory (seed 004)
+  int64_t prefetch_shrunk = 0;  // prefetches shrunk to fit free host memory (seed 004)
   int64_t prefetch_revoked = 0;
 };
 
@@ -109,7 +109,7 @@ class HiCache {
   int64_t available_device_size() const;  // free device tokens (not counting evictable)
 
   // --- Eviction ---
-  int64_t evict(int64_t device_tokens);  // returns device tokens freed
+  int64_t evict(int64_t device_tokens);     // returns device tokens freed
   int64_t evict_host(int64_t host_tokens);  // returns host tokens freed
   // Backs `node` up to host (write-through modes need a backed-up parent); returns tokens.
   int64_t write_backup(TreeNode& node);
@@ -130,17 +130,17 @@ class HiCache {
   bool storage_enabled() const { return storage_ != nullptr; }
   // Starts a prefetch of the part of `tokens` below `anchor` (normally last_host_node).
   // Returns false when it is not worth it (no storage, below threshold, rate limited).
-  bool prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
-                             uint64_t now_tick);
+  bool prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor,
+                             std::span<const Token> tokens, uint64_t now_tick);
   // Admission gate: true when the request may proceed (prefetch finished, terminated, or
   // absent); the usable prefix is then in the tree as host-only nodes.
   bool check_prefetch_progress(RequestId rid, uint64_t now_tick);
   void release_aborted_request(RequestId rid);
   int64_t pop_prefetch_loaded_tokens(RequestId rid);
   // Emulated storage threads; each call does one unit of work, returns false when idle.
-  bool storage_query_step();    // hit query of the oldest querying prefetch
-  bool storage_io_step();       // one batch of page reads for the oldest transferring prefetch
-  bool storage_backup_step();   // one batch of page writes for the oldest backup
+  bool storage_query_step();   // hit query of the oldest querying prefetch
+  bool storage_io_step();      // one batch of page reads for the oldest transferring prefetch
+  bool storage_backup_step();  // one batch of page writes for the oldest backup
   const std::map<RequestId, PrefetchOp>& prefetches() const { return prefetches_; }
   int64_t prefetch_tokens_occupied() const { return prefetch_tokens_occupied_; }
 

@@ -25,7 +25,8 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   }
   std::reverse(chain.begin(), chain.end());  // root→leaf
   IndexVector host_indices(Tier::kHost, {});
-  for (TreeNode* n : chain) host_indices.append(*n->full().host_value);
+  for (TreeNode* n : chain)
+    host_indices.append(*n->full().host_value);
   const auto tokens = static_cast<int64_t>(host_indices.size());
   if (tokens < options_.load_back_threshold_tokens) return result;
   if (mem_quota && tokens > *mem_quota) return result;
@@ -33,7 +34,8 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   // Keep the device ancestors from being evicted while we make room, and the host copies
   // from being host-evicted until the load's ack.
   const LockRecord ancestor_lock = tree_->lock(*ancestor);
-  for (TreeNode* n : chain) tree_->protect_host(*n);
+  for (TreeNode* n : chain)
+    tree_->protect_host(*n);
   std::optional<IndexVector> device = controller_->load(host_indices, best_match_node.id);
   if (!device) {
     evict(tokens - device_slots_->available_size());
@@ -41,7 +43,8 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   }
   tree_->unlock(ancestor_lock);
   if (!device) {
-    for (TreeNode* n : chain) tree_->release_host(*n);
+    for (TreeNode* n : chain)
+      tree_->release_host(*n);
     return result;
   }
 

@@ -27,8 +27,8 @@ std::string_view to_string(PrefetchStopPolicy policy) {
 }
 
 bool parse_write_policy(std::string_view text, WritePolicy* out) {
-  for (auto p : {WritePolicy::kWriteThrough, WritePolicy::kWriteThroughSelective,
-                 WritePolicy::kWriteBack}) {
+  for (auto p :
+       {WritePolicy::kWriteThrough, WritePolicy::kWriteThroughSelective, WritePolicy::kWriteBack}) {
     if (to_string(p) == text) {
       *out = p;
       return true;

@@ -26,22 +26,22 @@ bool parse_prefetch_stop_policy(std::string_view text, PrefetchStopPolicy* out);
 struct HiCacheOptions {
   int32_t page_size = 1;
   int32_t layer_count = 2;
-  size_t item_bytes = 16;         // bytes of one token's KV in one layer; a multiple of 8
-  int64_t device_tokens = 1024;   // usable device slots (the pool adds one reserved page)
-  int64_t host_tokens = 2048;     // usable host slots; SGLang sizes this 2× the device pool
+  size_t item_bytes = 16;        // bytes of one token's KV in one layer; a multiple of 8
+  int64_t device_tokens = 1024;  // usable device slots (the pool adds one reserved page)
+  int64_t host_tokens = 2048;    // usable host slots; SGLang sizes this 2× the device pool
   KVLayout host_layout = KVLayout::kPageFirst;
   WritePolicy write_policy = WritePolicy::kWriteThrough;
   EvictionPolicy eviction_policy = EvictionPolicy::kLru;
   int64_t load_back_threshold_tokens = 10;  // smaller load-backs are recomputed instead
 
   // Storage tier (used only when HiCache is given a StorageBackend).
-  int64_t prefetch_threshold_tokens = 256;     // shorter prefetches are not worth it
-  double prefetch_capacity_fraction = 0.5;     // of the host pool, across all prefetches
+  int64_t prefetch_threshold_tokens = 256;  // shorter prefetches are not worth it
+  double prefetch_capacity_fraction = 0.5;  // of the host pool, across all prefetches
   PrefetchStopPolicy prefetch_stop_policy = PrefetchStopPolicy::kTimeout;
-  uint64_t prefetch_timeout_base_ticks = 2000;       // 2 s in logical milliseconds
+  uint64_t prefetch_timeout_base_ticks = 2000;         // 2 s in logical milliseconds
   uint64_t prefetch_timeout_per_ki_token_ticks = 100;  // 0.1 s per 1024 tokens
-  uint64_t prefetch_timeout_max_ticks = 30000;       // 30 s cap
-  int64_t storage_batch_pages = 128;                 // pages per storage I/O batch
+  uint64_t prefetch_timeout_max_ticks = 30000;         // 30 s cap
+  int64_t storage_batch_pages = 128;                   // pages per storage I/O batch
 
   int64_t write_through_threshold() const {
     return write_policy == WritePolicy::kWriteThroughSelective ? 2 : 1;

@@ -70,8 +70,8 @@ void HiCache::check_slot_ownership(SanityReport& report) const {
     if (n.full().value) device.own(*n.full().value, "tree node", n.id, report);
     if (n.full().host_value) host.own(*n.full().host_value, "tree node", n.id, report);
   });
-  device.own(IndexVector(Tier::kDevice, {request_slots_.begin(), request_slots_.end()}),
-             "request", std::nullopt, report);
+  device.own(IndexVector(Tier::kDevice, {request_slots_.begin(), request_slots_.end()}), "request",
+             std::nullopt, report);
   for (const auto& [rid, op] : prefetches_) {
     if (!op.host_indices) continue;
     if (op.host_indices->residency() != Residency::kHost) {

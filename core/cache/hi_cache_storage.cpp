@@ -18,7 +18,8 @@ PageDigest HiCache::last_hash(TreeNode& node) {
 
 void HiCache::compute_node_hashes(TreeNode& node) {
   if (node.is_root() || !node.hash_value.empty()) return;
-  const PageDigest prev = node.parent->is_root() ? namespace_seed(node.ns) : last_hash(*node.parent);
+  const PageDigest prev =
+      node.parent->is_root() ? namespace_seed(node.ns) : last_hash(*node.parent);
   node.hash_value = hash_pages(prev, node.key, options_.page_size);
 }
 
@@ -61,8 +62,8 @@ bool HiCache::storage_backup_step() {
   if (backups_.empty()) return false;
   PendingBackup& b = backups_.front();
   const auto page = static_cast<size_t>(options_.page_size);
-  const size_t end = std::min(b.hashes.size(),
-                              b.pages_done + static_cast<size_t>(options_.storage_batch_pages));
+  const size_t end =
+      std::min(b.hashes.size(), b.pages_done + static_cast<size_t>(options_.storage_batch_pages));
   bool failed = false;
   for (; b.pages_done < end && !failed; ++b.pages_done) {
     const std::vector<std::byte> bytes = read_host_page(b.host_indices, b.pages_done * page);
@@ -77,14 +78,14 @@ bool HiCache::storage_backup_step() {
 }
 
 uint64_t HiCache::prefetch_timeout_ticks(const PrefetchOp& op) const {
-  const uint64_t t = options_.prefetch_timeout_base_ticks +
-                     options_.prefetch_timeout_per_ki_token_ticks *
-                         static_cast<uint64_t>(op.tokens.size()) / 1024;
+  const uint64_t t =
+      options_.prefetch_timeout_base_ticks +
+      options_.prefetch_timeout_per_ki_token_ticks * static_cast<uint64_t>(op.tokens.size()) / 1024;
   return std::min(t, options_.prefetch_timeout_max_ticks);
 }
 
-bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
-                                    uint64_t now_tick) {
+bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor,
+                                    std::span<const Token> tokens, uint64_t now_tick) {
   if (storage_ == nullptr || prefetches_.count(rid) != 0) return false;
   KV_ASSERT(anchor.backed_up(), "prefetch anchor must have a host copy");
   const size_t page = static_cast<size_t>(options_.page_size);
@@ -92,7 +93,8 @@ bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& ancho
   if (tokens.size() <= depth) return false;
   std::span<const Token> rest = tokens.subspan(depth);
   rest = rest.first(rest.size() / page * page);
-  const int64_t threshold = std::max<int64_t>(options_.prefetch_threshold_tokens, options_.page_size);
+  const int64_t threshold =
+      std::max<int64_t>(options_.prefetch_threshold_tokens, options_.page_size);
   if (static_cast<int64_t>(rest.size()) < threshold) return false;
   const auto limit = static_cast<int64_t>(options_.prefetch_capacity_fraction *
                                           static_cast<double>(options_.host_tokens));
@@ -226,7 +228,8 @@ void HiCache::finish_prefetch(PrefetchOp& op) {
   if (usable > 0) {
     const HostInsertResult r = tree_->insert_host(
         op.ns, *anchor, std::span<const Token>(op.tokens).first(usable), host.slice(0, usable),
-        std::span<const PageDigest>(op.hashes).first(usable / static_cast<size_t>(options_.page_size)));
+        std::span<const PageDigest>(op.hashes).first(usable /
+                                                     static_cast<size_t>(options_.page_size)));
     present = static_cast<size_t>(r.present_len);
     inserted = static_cast<size_t>(r.inserted_len);
   }

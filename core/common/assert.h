@@ -24,7 +24,8 @@ class AssertionFailure : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-using AssertHandler = void (*)(const char* expr, const char* file, int line, const std::string& msg);
+using AssertHandler = void (*)(const char* expr, const char* file, int line,
+                               const std::string& msg);
 
 // Installs `handler` (nullptr restores the default abort handler); returns the previous one.
 AssertHandler set_assert_handler(AssertHandler handler);
@@ -48,16 +49,16 @@ class ScopedThrowingAsserts {
 
 }  // namespace kvsim
 
-#define KV_ASSERT(cond, msg)                                          \
-  do {                                                                \
-    if (!(cond)) [[unlikely]] {                                       \
+#define KV_ASSERT(cond, msg)                                             \
+  do {                                                                   \
+    if (!(cond)) [[unlikely]] {                                          \
       ::kvsim::assert_fail(#cond, __FILE__, __LINE__, std::string(msg)); \
-    }                                                                 \
+    }                                                                    \
   } while (0)
 
-#define KV_VERIFY(cond, msg)                 \
-  do {                                       \
-    if constexpr (::kvsim::kVerify) {        \
-      KV_ASSERT(cond, msg);                  \
-    }                                        \
+#define KV_VERIFY(cond, msg)          \
+  do {                                \
+    if constexpr (::kvsim::kVerify) { \
+      KV_ASSERT(cond, msg);           \
+    }                                 \
   } while (0)

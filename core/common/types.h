@@ -19,7 +19,9 @@ enum class Tier : uint8_t { kDevice = 0, kHost = 1 };
 // Where a buffer or an index vector physically lives. Do not renumber: embedded in traces.
 enum class Residency : uint8_t { kHost = 0, kDevice = 1 };
 
-constexpr std::string_view to_string(Tier t) { return t == Tier::kDevice ? "device" : "host"; }
+constexpr std::string_view to_string(Tier t) {
+  return t == Tier::kDevice ? "device" : "host";
+}
 constexpr std::string_view to_string(Residency r) {
   return r == Residency::kDevice ? "device" : "host";
 }

@@ -32,7 +32,8 @@ class IndexVector {
 
   // A device-resident copy: `block` holds `slots` as int64 on the device.
   static IndexVector on_device(Tier tier, std::vector<SlotIndex> slots, Block block) {
-    KV_ASSERT(block.valid() && block.kind == MemoryKind::kDevice, "device index needs a device block");
+    KV_ASSERT(block.valid() && block.kind == MemoryKind::kDevice,
+              "device index needs a device block");
     IndexVector v(tier, std::move(slots));
     v.residency_ = Residency::kDevice;
     v.block_ = block;

@@ -19,7 +19,9 @@ KVPool::KVPool(Backend& backend, MemoryKind kind, int64_t slot_count, int32_t la
   KV_ASSERT(view_.block.valid(), "Not enough memory for the KV pool");
 }
 
-KVPool::~KVPool() { backend_.free(view_.block); }
+KVPool::~KVPool() {
+  backend_.free(view_.block);
+}
 
 void KVPool::write_item_async(StreamId stream, int32_t layer, SlotIndex slot,
                               std::span<const std::byte> bytes) {

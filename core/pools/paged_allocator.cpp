@@ -13,7 +13,8 @@ PagedSlotAllocator::PagedSlotAllocator(Tier tier, int64_t size_tokens, int32_t p
             "pool size must be a positive multiple of page_size");
   page_count_ = size_tokens / page_size;
   allocated_.assign(static_cast<size_t>(page_count_ + 1), 0);
-  for (int64_t p = 1; p <= page_count_; ++p) free_pages_.push_back(p);
+  for (int64_t p = 1; p <= page_count_; ++p)
+    free_pages_.push_back(p);
 }
 
 std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
@@ -28,7 +29,8 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
     free_pages_.pop_front();
     KV_ASSERT(allocated_[static_cast<size_t>(page)] == 0, "Double-alloc detected");
     allocated_[static_cast<size_t>(page)] = 1;
-    for (int32_t t = 0; t < page_size_; ++t) slots.push_back(page * page_size_ + t);
+    for (int32_t t = 0; t < page_size_; ++t)
+      slots.push_back(page * page_size_ + t);
   }
   return IndexVector(tier_, std::move(slots));
 }
@@ -36,9 +38,9 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
 void PagedSlotAllocator::free(const IndexVector& slots) {
   KV_ASSERT(slots.residency() == Residency::kHost,
             "residency: free of device-resident indices (host indices moved to the device?)");
-  KV_ASSERT(slots.tier() == tier_, std::string("foreign free: ") + std::string(to_string(slots.tier())) +
-                                       " slots freed to the " + std::string(to_string(tier_)) +
-                                       " pool");
+  KV_ASSERT(slots.tier() == tier_,
+            std::string("foreign free: ") + std::string(to_string(slots.tier())) +
+                " slots freed to the " + std::string(to_string(tier_)) + " pool");
   KV_ASSERT(slots.size() % static_cast<size_t>(page_size_) == 0,
             "The freed size should be a multiple of the page size.");
   for (size_t i = 0; i < slots.size(); i += static_cast<size_t>(page_size_)) {
@@ -48,8 +50,8 @@ void PagedSlotAllocator::free(const IndexVector& slots) {
       KV_ASSERT(slots[i + static_cast<size_t>(t)] == first + t, "free of a partial page");
     }
     const int64_t page = first / page_size_;
-    KV_ASSERT(page >= 1 && page <= page_count_, "free of slot " + std::to_string(first) +
-                                                    " outside the pool (foreign free)");
+    KV_ASSERT(page >= 1 && page <= page_count_,
+              "free of slot " + std::to_string(first) + " outside the pool (foreign free)");
     KV_ASSERT(allocated_[static_cast<size_t>(page)] == 1,
               "Double-free detected: slot " + std::to_string(first) + " is not allocated");
     allocated_[static_cast<size_t>(page)] = 0;
@@ -59,20 +61,23 @@ void PagedSlotAllocator::free(const IndexVector& slots) {
 
 bool PagedSlotAllocator::is_allocated(SlotIndex slot) const {
   const int64_t page = slot / page_size_;
-  return slot >= 0 && page >= 1 && page <= page_count_ && allocated_[static_cast<size_t>(page)] == 1;
+  return slot >= 0 && page >= 1 && page <= page_count_ &&
+         allocated_[static_cast<size_t>(page)] == 1;
 }
 
 std::string PagedSlotAllocator::check() const {
   std::vector<uint8_t> seen(allocated_.size(), 0);
   for (int64_t page : free_pages_) {
     if (page < 1 || page > page_count_) return "free list holds page " + std::to_string(page);
-    if (seen[static_cast<size_t>(page)]++ != 0) return "KV double free: page " + std::to_string(page);
+    if (seen[static_cast<size_t>(page)]++ != 0)
+      return "KV double free: page " + std::to_string(page);
     if (allocated_[static_cast<size_t>(page)] != 0) {
       return "KV page use-after-free: allocated page " + std::to_string(page) + " is free-listed";
     }
   }
   int64_t allocated = 0;
-  for (size_t p = 1; p < allocated_.size(); ++p) allocated += allocated_[p];
+  for (size_t p = 1; p < allocated_.size(); ++p)
+    allocated += allocated_[p];
   if (allocated + static_cast<int64_t>(free_pages_.size()) != page_count_) {
     return "pages lost: " + std::to_string(allocated) + " allocated + " +
            std::to_string(free_pages_.size()) + " free != " + std::to_string(page_count_);

@@ -96,7 +96,8 @@ std::optional<IndexVector> CacheController::write(const IndexVector& device_indi
   backend_.transfer_kv_async(write_stream_, t);
   const EventId finish = backend_.record_event(write_stream_);
   release_after(moved, write_stream_);
-  write_acks_.push_back(TransferAck{id, {node}, static_cast<int64_t>(device_indices.size()), finish});
+  write_acks_.push_back(
+      TransferAck{id, {node}, static_cast<int64_t>(device_indices.size()), finish});
   return host;
 }
 
@@ -104,7 +105,8 @@ std::optional<IndexVector> CacheController::load(const IndexVector& host_indices
   KV_ASSERT(host_indices.tier() == Tier::kHost, "load takes host slots");
   KV_ASSERT(host_indices.size() % static_cast<size_t>(options_.page_size) == 0,
             "The requested size should be a multiple of the page size.");
-  std::optional<IndexVector> device = device_slots_.alloc(static_cast<int64_t>(host_indices.size()));
+  std::optional<IndexVector> device =
+      device_slots_.alloc(static_cast<int64_t>(host_indices.size()));
   if (!device) return std::nullopt;
   load_queue_.push_back(QueuedLoad{next_op_id_++, host_indices, *device, node});
   return device;
@@ -157,8 +159,12 @@ std::vector<TransferAck> CacheController::pop_completed(std::deque<TransferAck>&
   return done;
 }
 
-std::vector<TransferAck> CacheController::poll_write_acks() { return pop_completed(write_acks_); }
-std::vector<TransferAck> CacheController::poll_load_acks() { return pop_completed(load_acks_); }
+std::vector<TransferAck> CacheController::poll_write_acks() {
+  return pop_completed(write_acks_);
+}
+std::vector<TransferAck> CacheController::poll_load_acks() {
+  return pop_completed(load_acks_);
+}
 
 std::vector<TransferAck> CacheController::flush_write_acks() {
   if (!write_acks_.empty()) backend_.synchronize_event(write_acks_.back().finish);

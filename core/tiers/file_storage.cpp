@@ -18,13 +18,15 @@ constexpr const char* kSuffix = ".kvpage";
 
 template <typename T>
 void put_le(std::vector<char>& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
 template <typename T>
 T get_le(const char* p) {
   T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(p[i])) << (8 * i);
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
 }
 

@@ -7,7 +7,8 @@ namespace kvsim {
 
 PageDigest namespace_seed(Namespace ns) {
   std::array<uint8_t, 16> bytes{'k', 'v', 's', 'i', 'm', '-', 'n', 's'};
-  for (int i = 0; i < 8; ++i) bytes[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(ns >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    bytes[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(ns >> (8 * i));
   return Sha256::hash(bytes);
 }
 
@@ -37,6 +38,8 @@ std::vector<PageDigest> hash_pages(const PageDigest& prev, std::span<const Token
   return out;
 }
 
-std::string to_hex(const PageDigest& digest) { return to_hex(std::span<const uint8_t>(digest)); }
+std::string to_hex(const PageDigest& digest) {
+  return to_hex(std::span<const uint8_t>(digest));
+}
 
 }  // namespace kvsim

@@ -15,21 +15,22 @@ constexpr std::array<uint32_t, 64> kRound = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
-constexpr uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+constexpr uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
 
 }  // namespace
 
 Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-             0x5be0cd19} {}
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+             0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::compress(const uint8_t* block) {
   std::array<uint32_t, 64> w{};
   for (int i = 0; i < 16; ++i) {
-    w[static_cast<size_t>(i)] = static_cast<uint32_t>(block[4 * i]) << 24 |
-                                static_cast<uint32_t>(block[4 * i + 1]) << 16 |
-                                static_cast<uint32_t>(block[4 * i + 2]) << 8 |
-                                static_cast<uint32_t>(block[4 * i + 3]);
+    w[static_cast<size_t>(i)] =
+        static_cast<uint32_t>(block[4 * i]) << 24 | static_cast<uint32_t>(block[4 * i + 1]) << 16 |
+        static_cast<uint32_t>(block[4 * i + 2]) << 8 | static_cast<uint32_t>(block[4 * i + 3]);
   }
   for (size_t i = 16; i < 64; ++i) {
     const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
@@ -84,9 +85,11 @@ Sha256Digest Sha256::finish() {
   const uint8_t one = 0x80;
   update({&one, 1});
   const uint8_t zero = 0;
-  while (buffered_ != 56) update({&zero, 1});
+  while (buffered_ != 56)
+    update({&zero, 1});
   std::array<uint8_t, 8> length{};
-  for (int i = 0; i < 8; ++i) length[static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    length[static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
   update(length);
   Sha256Digest out{};
   for (size_t i = 0; i < 8; ++i) {

@@ -27,7 +27,8 @@ class StorageBackend {
   // How many leading keys exist (stops at the first miss).
   size_t batch_exists(std::span<const PageDigest> keys) {
     size_t n = 0;
-    while (n < keys.size() && exists(keys[n])) ++n;
+    while (n < keys.size() && exists(keys[n]))
+      ++n;
     return n;
   }
   virtual StorageStatus get(const PageDigest& key, std::vector<std::byte>* out) = 0;

@@ -24,7 +24,8 @@ std::unique_ptr<MatchValidator> FullComponent::make_validator() const {
 void FullComponent::acquire_lock(RadixTree& tree, TreeNode& anchor, LockRecord& record) {
   TreeNode* node = &anchor;
   // Skip the evicted bottom segment: those nodes hold no device slots to protect.
-  while (!node->is_root() && node->evicted()) node = node->parent;
+  while (!node->is_root() && node->evicted())
+    node = node->parent;
   if (node->is_root()) return;  // nothing on device below the root: nothing to lock
   record.start[static_cast<size_t>(type())] = node->id;
   for (TreeNode* n = node; !n->is_root(); n = n->parent) {
@@ -39,7 +40,8 @@ void FullComponent::release_lock(RadixTree& tree, const LockRecord& record) {
   if (!start) return;
   TreeNode* node = tree.find(*start);
   KV_ASSERT(node != nullptr, "locked node " + std::to_string(*start) + " vanished");
-  for (TreeNode* n = node; !n->is_root(); n = n->parent) tree.dec_full_lock(*n);
+  for (TreeNode* n = node; !n->is_root(); n = n->parent)
+    tree.dec_full_lock(*n);
 }
 
 void FullComponent::on_split(TreeNode& prefix, TreeNode& suffix, size_t prefix_tokens) {
@@ -72,11 +74,12 @@ void FullComponent::sanity_check(const RadixTree& tree, SanityReport& report) co
       report.add("tree.lock", "locked node is not on device", n.id);
     }
     int64_t children_locks = 0;
-    for (const auto& [key, child] : n.children) children_locks += child->full().lock_ref;
+    for (const auto& [key, child] : n.children)
+      children_locks += child->full().lock_ref;
     if (d.lock_ref < children_locks) {
       report.add("tree.lock",
-                 "path-lock law: lock_ref " + std::to_string(d.lock_ref) +
-                     " < children's " + std::to_string(children_locks),
+                 "path-lock law: lock_ref " + std::to_string(d.lock_ref) + " < children's " +
+                     std::to_string(children_locks),
                  n.id);
     }
   });

@@ -54,10 +54,12 @@ ChildKey RadixTree::child_key(Namespace ns, std::span<const Token> tokens) const
   return ChildKey{ns, std::vector<Token>(tokens.begin(), tokens.begin() + page)};
 }
 
-size_t RadixTree::common_prefix(const std::vector<Token>& key, std::span<const Token> tokens) const {
+size_t RadixTree::common_prefix(const std::vector<Token>& key,
+                                std::span<const Token> tokens) const {
   const size_t limit = std::min(key.size(), tokens.size());
   size_t n = 0;
-  while (n < limit && key[n] == tokens[n]) ++n;
+  while (n < limit && key[n] == tokens[n])
+    ++n;
   return n / static_cast<size_t>(options_.page_size) * static_cast<size_t>(options_.page_size);
 }
 
@@ -90,7 +92,8 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   prefix->ns = node.ns;
   prefix->key.assign(node.key.begin(), node.key.begin() + static_cast<ptrdiff_t>(prefix_tokens));
   node.key.erase(node.key.begin(), node.key.begin() + static_cast<ptrdiff_t>(prefix_tokens));
-  for (const auto& c : components_) c->on_split(*prefix, node, prefix_tokens);
+  for (const auto& c : components_)
+    c->on_split(*prefix, node, prefix_tokens);
   prefix->hit_count = node.hit_count;
   prefix->last_access = node.last_access;
   prefix->creation = node.creation;
@@ -139,7 +142,8 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
   result.last_host_node = root_.get();
   result.best_match_node = root_.get();
   std::vector<std::unique_ptr<MatchValidator>> validators;
-  for (const auto& c : components_) validators.push_back(c->make_validator());
+  for (const auto& c : components_)
+    validators.push_back(c->make_validator());
   size_t device_depth = 0;  // path entries up to last_device_node
   size_t best_depth = 0;
   for (size_t i = 0; i < path.size(); ++i) {
@@ -201,8 +205,9 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
     node = child;
   }
   if (pos < aligned) {
-    TreeNode* leaf = new_node(node, ns, std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
-                                                           tokens.begin() + static_cast<ptrdiff_t>(aligned)));
+    TreeNode* leaf = new_node(node, ns,
+                              std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
+                                                 tokens.begin() + static_cast<ptrdiff_t>(aligned)));
     set_device_value(*leaf, value.slice(pos, aligned));
     bump_hit_count(*leaf);
     result.hit_nodes.push_back(leaf);
@@ -212,7 +217,8 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
   return result;
 }
 
-HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
+HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
+                                        std::span<const Token> tokens,
                                         const IndexVector& host_value,
                                         std::span<const PageDigest> hashes) {
   const auto page = static_cast<size_t>(options_.page_size);
@@ -243,8 +249,9 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor, std::spa
     node = child;
   }
   if (pos < aligned) {
-    TreeNode* leaf = new_node(node, ns, std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
-                                                           tokens.begin() + static_cast<ptrdiff_t>(aligned)));
+    TreeNode* leaf = new_node(node, ns,
+                              std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
+                                                 tokens.begin() + static_cast<ptrdiff_t>(aligned)));
     leaf->full().host_value = host_value.slice(pos, aligned);
     if (!hashes.empty()) {
       leaf->hash_value.assign(hashes.begin() + static_cast<ptrdiff_t>(pos / page),
@@ -261,12 +268,14 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor, std::spa
 LockRecord RadixTree::lock(TreeNode& anchor) {
   LockRecord record;
   record.anchor = anchor.id;
-  for (const auto& c : components_) c->acquire_lock(*this, anchor, record);
+  for (const auto& c : components_)
+    c->acquire_lock(*this, anchor, record);
   return record;
 }
 
 void RadixTree::unlock(const LockRecord& record) {
-  for (const auto& c : components_) c->release_lock(*this, record);
+  for (const auto& c : components_)
+    c->release_lock(*this, record);
 }
 
 void RadixTree::protect_host(TreeNode& node) {
@@ -342,8 +351,7 @@ void RadixTree::set_device_value(TreeNode& node, IndexVector value) {
   KV_ASSERT(!node.is_root() && node.evicted(), "device value set on a node already on device");
   KV_ASSERT(node.parent->is_root() || !node.parent->evicted(),
             "device value under an evicted parent breaks root-closed residency");
-  KV_ASSERT(value.size() == node.key.size() && value.tier() == Tier::kDevice,
-            "device value shape");
+  KV_ASSERT(value.size() == node.key.size() && value.tier() == Tier::kDevice, "device value shape");
   KV_ASSERT(value.residency() == Residency::kHost, "tree stores host-resident indices only");
   node.full().value = std::move(value);
   evictable_size_ += node.token_count();  // evicted nodes are never locked
@@ -431,14 +439,16 @@ void RadixTree::detach(TreeNode& node) {
 
 std::vector<TreeNode*> RadixTree::path_to(TreeNode& node) {
   std::vector<TreeNode*> path;
-  for (TreeNode* n = &node; !n->is_root(); n = n->parent) path.push_back(n);
+  for (TreeNode* n = &node; !n->is_root(); n = n->parent)
+    path.push_back(n);
   std::reverse(path.begin(), path.end());
   return path;
 }
 
 std::vector<Token> RadixTree::prefix_tokens(const TreeNode& node) {
   std::vector<const TreeNode*> chain;
-  for (const TreeNode* n = &node; !n->is_root(); n = n->parent) chain.push_back(n);
+  for (const TreeNode* n = &node; !n->is_root(); n = n->parent)
+    chain.push_back(n);
   std::vector<Token> tokens;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     tokens.insert(tokens.end(), (*it)->key.begin(), (*it)->key.end());
@@ -449,7 +459,8 @@ std::vector<Token> RadixTree::prefix_tokens(const TreeNode& node) {
 void RadixTree::sanity_check(SanityReport& report) const {
   check_shape(report);
   check_accounting(report);
-  for (const auto& c : components_) c->sanity_check(*this, report);
+  for (const auto& c : components_)
+    c->sanity_check(*this, report);
 }
 
 void RadixTree::check_shape(SanityReport& report) const {
@@ -505,10 +516,9 @@ void RadixTree::check_accounting(SanityReport& report) const {
                               *n.device_leaf_key == eviction_key(options_.eviction_policy, n) &&
                               device_leaves_.count(*n.device_leaf_key) == 1 &&
                               device_leaves_.at(*n.device_leaf_key) == &n;
-    const bool filed_host = n.host_leaf_key.has_value() &&
-                            *n.host_leaf_key == eviction_key(EvictionPolicy::kLru, n) &&
-                            host_leaves_.count(*n.host_leaf_key) == 1 &&
-                            host_leaves_.at(*n.host_leaf_key) == &n;
+    const bool filed_host =
+        n.host_leaf_key.has_value() && *n.host_leaf_key == eviction_key(EvictionPolicy::kLru, n) &&
+        host_leaves_.count(*n.host_leaf_key) == 1 && host_leaves_.at(*n.host_leaf_key) == &n;
     if (device_leaf != filed_device) {
       report.add("tree.leaf_set", device_leaf ? "D-leaf missing" : "D-leaf extra", n.id);
     }

@@ -71,8 +71,7 @@ class RadixTree {
   // `host_value`, as a storage prefetch does. Descends existing nodes; stops before a node
   // without a host copy. The caller frees host slots of present and refused tokens.
   HostInsertResult insert_host(Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
-                               const IndexVector& host_value,
-                               std::span<const PageDigest> hashes);
+                               const IndexVector& host_value, std::span<const PageDigest> hashes);
 
   // --- Locks (all components) ---
   LockRecord lock(TreeNode& anchor);
@@ -87,7 +86,7 @@ class RadixTree {
   IndexVector demote(TreeNode& node);    // backed-up device leaf → host-only; device slots
   IndexVector remove_device_leaf(TreeNode& node);  // not-backed-up leaf removed; device slots
   IndexVector remove_host_leaf(TreeNode& node);    // host-only leaf removed; host slots
-  void set_device_value(TreeNode& node, IndexVector value);  // load-back target
+  void set_device_value(TreeNode& node, IndexVector value);     // load-back target
   void set_host_value(TreeNode& node, IndexVector host_value);  // backup target
   void touch(TreeNode& node);  // refresh the access time (and leaf order)
   void bump_hit_count(TreeNode& node);

@@ -7,7 +7,8 @@ namespace kvsim::testing {
 std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
                                      int32_t layer, size_t item_bytes) {
   uint64_t h = 1469598103934665603ull ^ ns;  // FNV-1a over the prefix
-  for (size_t i = 0; i <= position; ++i) h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
+  for (size_t i = 0; i <= position; ++i)
+    h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
   h ^= static_cast<uint64_t>(layer) * 0x9E3779B97F4A7C15ull + position;
   std::vector<std::byte> out(item_bytes);
   for (size_t i = 0; i < item_bytes; ++i) {
@@ -24,8 +25,12 @@ std::vector<Token> tokens_from(Token first, size_t n) {
 }
 
 HiCacheOptions CacheFixture::default_options() {
-  return HiCacheOptions{.page_size = 4, .layer_count = 2, .item_bytes = 16, .device_tokens = 64,
-                        .host_tokens = 128, .load_back_threshold_tokens = 1,
+  return HiCacheOptions{.page_size = 4,
+                        .layer_count = 2,
+                        .item_bytes = 16,
+                        .device_tokens = 64,
+                        .host_tokens = 128,
+                        .load_back_threshold_tokens = 1,
                         .prefetch_threshold_tokens = 8};
 }
 
@@ -72,18 +77,22 @@ void CacheFixture::run_request(Namespace ns, std::span<const Token> tokens) {
   // Free what the tree did not adopt: duplicates and the unaligned tail.
   const size_t aligned = tokens.size() / page * page;
   std::vector<SlotIndex> mine;
-  for (size_t i = cached; i < static_cast<size_t>(ins.prefix_len); ++i) mine.push_back(all[i]);
-  for (size_t i = aligned; i < all.size(); ++i) mine.push_back(all[i]);
+  for (size_t i = cached; i < static_cast<size_t>(ins.prefix_len); ++i)
+    mine.push_back(all[i]);
+  for (size_t i = aligned; i < all.size(); ++i)
+    mine.push_back(all[i]);
   if (!mine.empty()) cache_->free_device(IndexVector(Tier::kDevice, std::move(mine)));
   cache_->unlock(lock);
 }
 
-::testing::AssertionResult CacheFixture::device_content_ok(Namespace ns, std::span<const Token> tokens,
+::testing::AssertionResult CacheFixture::device_content_ok(Namespace ns,
+                                                           std::span<const Token> tokens,
                                                            const IndexVector& slots) {
   DeviceKVPool& pool = cache_->device_pool();
   for (size_t i = 0; i < slots.size(); ++i) {
     for (int32_t layer = 0; layer < pool.layer_count(); ++layer) {
-      if (pool.read_item_sync(layer, slots[i]) != expected_item(ns, tokens, i, layer, pool.item_bytes())) {
+      if (pool.read_item_sync(layer, slots[i]) !=
+          expected_item(ns, tokens, i, layer, pool.item_bytes())) {
         return ::testing::AssertionFailure()
                << "position " << i << " layer " << layer << " (slot " << slots[i] << ") is wrong";
       }

@@ -20,7 +20,8 @@ std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens
 
 class CacheFixture : public ::testing::Test {
  public:
-  explicit CacheFixture(HiCacheOptions options = default_options(), StorageBackend* storage = nullptr);
+  explicit CacheFixture(HiCacheOptions options = default_options(),
+                        StorageBackend* storage = nullptr);
   ~CacheFixture() override;
   void TearDown() override;
 

@@ -10,12 +10,15 @@ namespace {
 
 void print_text(const kvsim::sim::SmokeSummary& s, uint64_t seed) {
   std::printf("seed %llu: %s\n", static_cast<unsigned long long>(seed), s.ok ? "ok" : "VIOLATION");
-  if (!s.ok) std::printf("  violation: %s (step %lld)\n", s.violation.c_str(), static_cast<long long>(s.step));
-  std::printf("  requests %lld, steps %lld, prompt tokens %lld\n", static_cast<long long>(s.requests_done),
-              static_cast<long long>(s.step), static_cast<long long>(s.prompt_tokens));
+  if (!s.ok)
+    std::printf("  violation: %s (step %lld)\n", s.violation.c_str(),
+                static_cast<long long>(s.step));
+  std::printf("  requests %lld, steps %lld, prompt tokens %lld\n",
+              static_cast<long long>(s.requests_done), static_cast<long long>(s.step),
+              static_cast<long long>(s.prompt_tokens));
   std::printf("  device hits %lld, host hits %lld, loaded back %lld, evicted %lld tokens\n",
-              static_cast<long long>(s.device_hit_tokens), static_cast<long long>(s.host_hit_tokens),
-              static_cast<long long>(s.load_back_tokens),
+              static_cast<long long>(s.device_hit_tokens),
+              static_cast<long long>(s.host_hit_tokens), static_cast<long long>(s.load_back_tokens),
               static_cast<long long>(s.evicted_device_tokens));
   std::printf("  event log hash %016llx\n", static_cast<unsigned long long>(s.event_log_hash));
 }
@@ -40,8 +43,9 @@ int main(int argc, char** argv) {
   CLI::App app{"kvsim: a hierarchical KV-cache core and its deterministic test harness"};
   app.require_subcommand(1);
   CLI::App* run = app.add_subcommand(
-      "run", "Run the built-in default scenario (a seeded workload through the real core, "
-             "checking every invariant after every step) and print its summary");
+      "run",
+      "Run the built-in default scenario (a seeded workload through the real core, "
+      "checking every invariant after every step) and print its summary");
   kvsim::sim::SmokeOptions options = kvsim::sim::default_smoke_options();
   uint64_t seeds = 1;
   bool json = false;

@@ -12,11 +12,13 @@ namespace {
 
 std::vector<std::byte> bytes_of(std::initializer_list<int> values) {
   std::vector<std::byte> out;
-  for (int v : values) out.push_back(static_cast<std::byte>(v));
+  for (int v : values)
+    out.push_back(static_cast<std::byte>(v));
   return out;
 }
 
-Block upload_indices(CpuBackend& b, StreamId s, const std::vector<int64_t>& idx, const char* label) {
+Block upload_indices(CpuBackend& b, StreamId s, const std::vector<int64_t>& idx,
+                     const char* label) {
   Block block = b.allocate(MemoryKind::kDevice, idx.size() * 8, s, label);
   b.upload_async(s, block, 0, std::as_bytes(std::span<const int64_t>(idx)), label);
   return block;
@@ -118,18 +120,25 @@ TEST_P(KvTransferTest, Seed000IndexBufferFreedWithoutRecordStreamIsCaught) {
     CpuBackend b;
     const StreamId load = b.create_stream("load");
     KVPoolView src{.layout = GetParam(), .slot_count = 8, .layer_count = 2, .item_bytes = 8};
-    KVPoolView dst{.layout = KVLayout::kLayerFirst, .slot_count = 8, .layer_count = 2, .item_bytes = 8};
+    KVPoolView dst{
+        .layout = KVLayout::kLayerFirst, .slot_count = 8, .layer_count = 2, .item_bytes = 8};
     src.block = b.allocate(MemoryKind::kPinnedHost, src.total_bytes(), 0, "host pool");
     dst.block = b.allocate(MemoryKind::kDevice, dst.total_bytes(), 0, "device pool");
     for (int l = 0; l < 2; ++l) {
-      for (int s = 0; s < 8; ++s) src.block.ptr[src.offset(l, s)] = static_cast<std::byte>(10 * l + s);
+      for (int s = 0; s < 8; ++s)
+        src.block.ptr[src.offset(l, s)] = static_cast<std::byte>(10 * l + s);
     }
     Block si = upload_indices(b, 0, {3, 4}, "src idx");
     Block di = upload_indices(b, 0, {5, 6}, "dst idx");
     b.wait_event(load, b.record_event(0));
-    b.transfer_kv_async(load, KVTransfer{.src = src, .dst = dst, .src_indices = si,
-                                         .dst_indices = di, .count = 2, .layer_begin = 0,
-                                         .layer_end = 2, .label = "load op 1"});
+    b.transfer_kv_async(load, KVTransfer{.src = src,
+                                         .dst = dst,
+                                         .src_indices = si,
+                                         .dst_indices = di,
+                                         .count = 2,
+                                         .layer_begin = 0,
+                                         .layer_end = 2,
+                                         .label = "load op 1"});
     if (recorded) {
       b.record_stream(si, load);
       b.record_stream(di, load);
@@ -159,12 +168,19 @@ INSTANTIATE_TEST_SUITE_P(Layouts, KvTransferTest,
 
 TEST(CpuBackend, OutOfRangeIndexIsAnIllegalAddressNotACrash) {
   CpuBackend b;
-  KVPoolView pool{.layout = KVLayout::kLayerFirst, .slot_count = 4, .layer_count = 1, .item_bytes = 8};
+  KVPoolView pool{
+      .layout = KVLayout::kLayerFirst, .slot_count = 4, .layer_count = 1, .item_bytes = 8};
   pool.block = b.allocate(MemoryKind::kDevice, pool.total_bytes(), 0, "pool");
   Block si = upload_indices(b, 0, {1}, "si");
   Block di = upload_indices(b, 0, {999}, "di");
-  b.transfer_kv_async(0, KVTransfer{.src = pool, .dst = pool, .src_indices = si, .dst_indices = di,
-                                    .count = 1, .layer_begin = 0, .layer_end = 1, .label = "bad"});
+  b.transfer_kv_async(0, KVTransfer{.src = pool,
+                                    .dst = pool,
+                                    .src_indices = si,
+                                    .dst_indices = di,
+                                    .count = 1,
+                                    .layer_begin = 0,
+                                    .layer_end = 1,
+                                    .label = "bad"});
   b.drain();
   ASSERT_EQ(b.violations().size(), 1u);
   EXPECT_EQ(b.violations()[0].kind, "illegal_address");

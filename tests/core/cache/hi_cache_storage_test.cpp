@@ -80,7 +80,8 @@ TEST_F(StorageCacheTest, BelowThresholdOrRateLimitedPrefetchesAreNotStarted) {
   std::vector<Token> t = tokens_from(1, 4);  // below the 8-token threshold
   EXPECT_FALSE(cache_->prefetch_from_storage(1, 0, *cache_->tree().root(), t, 0));
   EXPECT_TRUE(cache_->prefetch_from_storage(2, 0, *cache_->tree().root(), tokens_from(1, 128), 0));
-  EXPECT_FALSE(cache_->prefetch_from_storage(3, 0, *cache_->tree().root(), tokens_from(500, 64), 0));
+  EXPECT_FALSE(
+      cache_->prefetch_from_storage(3, 0, *cache_->tree().root(), tokens_from(500, 64), 0));
   cache_->release_aborted_request(2);
   EXPECT_EQ(cache_->prefetch_tokens_occupied(), 0);
 }

@@ -82,7 +82,8 @@ TEST_F(HiCacheTest, Seed000LoadBackIndexBuffersSurviveReuseByTheNextBatch) {
   LoadBackResult r = cache_->init_load_back(*cache_->match_prefix(0, t).best_match_node);
   cache_->ready_to_load_host_cache();
   for (int i = 0; i < 16; ++i) {
-    Block b = backend_.allocate(MemoryKind::kDevice, 32 * 8, backend_.compute_stream(), "next batch");
+    Block b =
+        backend_.allocate(MemoryKind::kDevice, 32 * 8, backend_.compute_stream(), "next batch");
     backend_.free(b);
   }
   backend_.drain();
@@ -96,7 +97,8 @@ TEST_F(HiCacheTest, Seed001MoveIndicesNeverMutatesTreeState) {
   run_request(0, t);
   TreeNode* node = cache_->match_prefix(0, t).last_device_node;
   const IndexVector host_before = *node->full().host_value;
-  ResolvedIndices moved = cache_->controller().move_indices(*node->full().host_value, *node->full().value);
+  ResolvedIndices moved =
+      cache_->controller().move_indices(*node->full().host_value, *node->full().value);
   EXPECT_EQ(moved.src.residency(), Residency::kDevice);
   EXPECT_EQ(node->full().host_value->residency(), Residency::kHost);
   EXPECT_EQ(*node->full().host_value, host_before);
@@ -130,7 +132,7 @@ TEST_F(HiCacheTest, Seed002LoadBackAnchorsOnBestMatchAndLocksSkipEvictedNodes) {
   LoadBackResult r = cache_->init_load_back(*m.best_match_node);
   ASSERT_EQ(r.device_indices.size(), 8u);
   cache_->ready_to_load_host_cache();
-  cache_->unlock(admission);  // replays the skip: the revived node is not decremented
+  cache_->unlock(admission);              // replays the skip: the revived node is not decremented
   EXPECT_EQ(bottom->full().lock_ref, 1);  // only the pending load's lock
   backend_.drain();
   cache_->check_hicache_events();

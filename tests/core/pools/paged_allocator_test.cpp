@@ -67,9 +67,14 @@ TEST(KVPool, LayoutsAddressItemsAndTransfersPreserveBytes) {
   Block db = b.allocate(MemoryKind::kDevice, 8, 0, "di");
   b.upload_async(0, sb, 0, std::as_bytes(std::span<const int64_t>(si)), "si");
   b.upload_async(0, db, 0, std::as_bytes(std::span<const int64_t>(di)), "di");
-  b.transfer_kv_async(0, KVTransfer{.src = dev.view(), .dst = host.view(), .src_indices = sb,
-                                    .dst_indices = db, .count = 1, .layer_begin = 0,
-                                    .layer_end = 3, .label = "d2h"});
+  b.transfer_kv_async(0, KVTransfer{.src = dev.view(),
+                                    .dst = host.view(),
+                                    .src_indices = sb,
+                                    .dst_indices = db,
+                                    .count = 1,
+                                    .layer_begin = 0,
+                                    .layer_end = 3,
+                                    .label = "d2h"});
   EXPECT_EQ(host.read_item_sync(2, 6), item);
   EXPECT_EQ(host.read_item_sync(1, 6), std::vector<std::byte>(16, std::byte{0}));
   EXPECT_TRUE(b.violations().empty());

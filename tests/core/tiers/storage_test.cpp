@@ -43,7 +43,8 @@ class StorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("kvsim-storage-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("kvsim-storage-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

@@ -212,7 +212,7 @@ TEST_F(RadixTreeTest, InsertHostStopsUnderNodeWithoutHostCopy) {
 
 TEST_F(RadixTreeTest, ProgrammerErrorsAreCaught) {
   InsertResult a = tree_.insert(0, seq(1, 4), dev(100, 4));
-  EXPECT_THROW(tree_.demote(*a.last_node), AssertionFailure);  // no host copy
+  EXPECT_THROW(tree_.demote(*a.last_node), AssertionFailure);                      // no host copy
   EXPECT_THROW(tree_.set_host_value(*a.last_node, host(1, 3)), AssertionFailure);  // shape
   LockRecord lock = tree_.lock(*a.last_node);
   EXPECT_THROW(tree_.remove_device_leaf(*a.last_node), AssertionFailure);  // locked
