@@ -175,6 +175,7 @@ class HiCache {
   void finish_prefetch(PrefetchOp& op);
   void drop_prefetch(RequestId rid);
   uint64_t prefetch_timeout_ticks(const PrefetchOp& op) const;
+  size_t page_payload_bytes() const;
   std::vector<std::byte> read_host_page(const IndexVector& slots, size_t first) const;
   void write_host_page(const IndexVector& slots, size_t first, std::span<const std::byte> page);
   void check_slot_ownership(SanityReport& report) const;

@@ -23,6 +23,12 @@ void HiCache::compute_node_hashes(TreeNode& node) {
   node.hash_value = hash_pages(prev, node.key, options_.page_size);
 }
 
+size_t HiCache::page_payload_bytes() const {
+  const KVPoolView& view = host_pool_->view();
+  return static_cast<size_t>(options_.page_size) * static_cast<size_t>(view.layer_count) *
+         view.item_bytes;
+}
+
 std::vector<std::byte> HiCache::read_host_page(const IndexVector& slots, size_t first) const {
   const KVPoolView view = host_pool_->view();
   const auto page = static_cast<size_t>(options_.page_size);
@@ -41,8 +47,7 @@ void HiCache::write_host_page(const IndexVector& slots, size_t first,
                               std::span<const std::byte> page_bytes) {
   const KVPoolView view = host_pool_->view();
   const auto page = static_cast<size_t>(options_.page_size);
-  KV_ASSERT(page_bytes.size() == page * static_cast<size_t>(view.layer_count) * view.item_bytes,
-            "page payload size");
+  KV_ASSERT(page_bytes.size() == page_payload_bytes(), "page payload size");
   const std::byte* src = page_bytes.data();
   for (size_t i = first; i < first + page; ++i) {
     for (int32_t layer = 0; layer < view.layer_count; ++layer) {
@@ -167,8 +172,11 @@ bool HiCache::storage_io_step() {
     for (int64_t n = 0; n < options_.storage_batch_pages && op.completed_tokens < op.hit_tokens;
          ++n) {
       const size_t k = static_cast<size_t>(op.completed_tokens) / page;
-      if (storage_->get(op.hashes[k], &bytes) != StorageStatus::kOk) {
-        op.terminated = true;  // a batch that does not complete ends the prefetch
+      // A miss, an unreadable page or a payload of the wrong size (another model's page, a
+      // foreign writer) all end the prefetch: what was read before it stays usable.
+      if (storage_->get(op.hashes[k], &bytes) != StorageStatus::kOk ||
+          bytes.size() != page_payload_bytes()) {
+        op.terminated = true;
         break;
       }
       write_host_page(*op.host_indices, k * page, bytes);  // written before it is counted

@@ -2,6 +2,7 @@
 // seed-004 shrink-to-fit rule, namespace isolation and aborts.
 #include "core/cache/hi_cache.h"
 #include "core/tiers/memory_storage.h"
+#include "core/tiers/page_hash.h"
 #include "tests/support/cache_fixture.h"
 
 namespace kvsim {
@@ -128,6 +129,52 @@ TEST_F(StorageCacheTest, AbortMidTransferReleasesEverything) {
   cache_->release_aborted_request(1);
   EXPECT_EQ(cache_->host_slots().available_size(), 128);
   EXPECT_EQ(cache_->prefetch_tokens_occupied(), 0);
+}
+
+}  // namespace
+}  // namespace kvsim
+
+namespace kvsim {
+namespace {
+
+class TimeoutPolicyTest : public StorageHolder, public CacheFixture {
+ protected:
+  TimeoutPolicyTest() : CacheFixture(options(), &storage_) {}
+  static HiCacheOptions options() {
+    HiCacheOptions o = storage_options();
+    o.prefetch_stop_policy = PrefetchStopPolicy::kTimeout;
+    o.prefetch_timeout_base_ticks = 100;
+    o.prefetch_timeout_per_ki_token_ticks = 0;
+    return o;
+  }
+};
+
+TEST_F(TimeoutPolicyTest, PartialPrefetchIsUsedAfterTheTimeout) {
+  std::vector<Token> t = tokens_from(1, 64);
+  populate(storage_, 0, t);
+  ASSERT_TRUE(cache_->prefetch_from_storage(1, 0, *cache_->tree().root(), t, 1000));
+  cache_->storage_query_step();
+  cache_->check_hicache_events();
+  EXPECT_FALSE(cache_->check_prefetch_progress(1, 1050));  // in time, not complete
+  EXPECT_TRUE(cache_->check_prefetch_progress(1, 1101));   // timed out with nothing read
+  EXPECT_EQ(cache_->pop_prefetch_loaded_tokens(1), 0);
+  EXPECT_EQ(cache_->host_slots().available_size(), 128);
+}
+
+TEST_F(TimeoutPolicyTest, ACorruptPageEndsThePrefetchAndKeepsTheGoodPrefix) {
+  std::vector<Token> t = tokens_from(1, 32);
+  populate(storage_, 0, t);
+  // Replace page 4's payload with a different length: the read fails at that page.
+  std::vector<PageDigest> keys = hash_pages(namespace_seed(0), t, 4);
+  storage_.remove(keys[4]);
+  storage_.set(keys[4], std::vector<std::byte>(3));
+  ASSERT_TRUE(cache_->prefetch_from_storage(1, 0, *cache_->tree().root(), t, 0));
+  cache_->storage_query_step();
+  cache_->check_hicache_events();
+  while (cache_->storage_io_step()) {
+  }
+  EXPECT_TRUE(cache_->check_prefetch_progress(1, 0));  // terminated counts as complete
+  EXPECT_EQ(cache_->pop_prefetch_loaded_tokens(1), 16);
 }
 
 }  // namespace
