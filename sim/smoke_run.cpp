@@ -6,6 +6,7 @@
 #include "core/backend/cpu_backend.h"
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "sim/content_oracle.h"
 
 namespace kvsim::sim {
 namespace {
@@ -25,20 +26,6 @@ class Rng {
  private:
   uint64_t state_;
 };
-
-std::vector<std::byte> item_for(std::span<const Token> tokens, size_t position, int32_t layer,
-                                size_t item_bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i <= position; ++i)
-    h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
-  h ^= (static_cast<uint64_t>(layer) << 32) | position;
-  std::vector<std::byte> out(item_bytes);
-  for (size_t i = 0; i < item_bytes; ++i) {
-    h = h * 6364136223846793005ull + 1442695040888963407ull;
-    out[i] = static_cast<std::byte>(h >> 56);
-  }
-  return out;
-}
 
 class Driver {
  public:
@@ -124,7 +111,7 @@ class Driver {
       counter.wait_until(backend_, backend_.compute_stream(), layer);
       for (size_t i = 0; i < slots.size(); ++i) {
         pool.write_item_async(backend_.compute_stream(), layer, slots[i],
-                              item_for(tokens, begin + i, layer, pool.item_bytes()));
+                              expected_item(0, tokens, begin + i, layer, pool.item_bytes()));
       }
     }
   }
@@ -133,7 +120,8 @@ class Driver {
     DeviceKVPool& pool = cache_->device_pool();
     for (size_t i = 0; i < slots.size() && summary_.ok; ++i) {
       for (int32_t layer = 0; layer < pool.layer_count(); ++layer) {
-        if (pool.read_item_sync(layer, slots[i]) != item_for(tokens, i, layer, pool.item_bytes())) {
+        if (pool.read_item_sync(layer, slots[i]) !=
+            expected_item(0, tokens, i, layer, pool.item_bytes())) {
           fail("content: position " + std::to_string(i) + " layer " + std::to_string(layer) +
                " holds another prefix's KV (slot " + std::to_string(slots[i]) + ")");
           return;

@@ -1,6 +1,9 @@
 #include "core/tiers/sha256.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "core/common/assert.h"
 
 namespace kvsim {
 namespace {
@@ -66,7 +69,18 @@ void Sha256::compress(const uint8_t* block) {
 }
 
 void Sha256::update(std::span<const uint8_t> bytes) {
+  KV_ASSERT(!finished_, "Sha256::update after finish");
   total_bytes_ += bytes.size();
+  absorb(bytes);
+}
+
+void Sha256::update(std::string_view text) {
+  update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+// Feeds bytes through the block buffer without counting them in the message length (finish()
+// uses it for the padding).
+void Sha256::absorb(std::span<const uint8_t> bytes) {
   size_t i = 0;
   while (i < bytes.size()) {
     const size_t take = std::min(bytes.size() - i, buffer_.size() - buffered_);
@@ -81,16 +95,18 @@ void Sha256::update(std::span<const uint8_t> bytes) {
 }
 
 Sha256Digest Sha256::finish() {
+  KV_ASSERT(!finished_, "Sha256::finish called twice");
+  finished_ = true;
+  // Padding: 0x80, zeros up to 56 mod 64, then the message length in bits as big-endian u64.
   const uint64_t bits = total_bytes_ * 8;
-  const uint8_t one = 0x80;
-  update({&one, 1});
-  const uint8_t zero = 0;
-  while (buffered_ != 56)
-    update({&zero, 1});
-  std::array<uint8_t, 8> length{};
+  std::array<uint8_t, 72> pad{};
+  pad[0] = 0x80;
+  const size_t zeros = (buffered_ < 56 ? 55 - buffered_ : 119 - buffered_);
+  size_t n = 1 + zeros;
   for (int i = 0; i < 8; ++i)
-    length[static_cast<size_t>(i)] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  update(length);
+    pad[n++] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  absorb({pad.data(), n});
+  KV_ASSERT(buffered_ == 0, "SHA-256 padding must end on a block boundary");
   Sha256Digest out{};
   for (size_t i = 0; i < 8; ++i) {
     out[4 * i] = static_cast<uint8_t>(state_[i] >> 24);
@@ -104,6 +120,12 @@ Sha256Digest Sha256::finish() {
 Sha256Digest Sha256::hash(std::span<const uint8_t> bytes) {
   Sha256 h;
   h.update(bytes);
+  return h.finish();
+}
+
+Sha256Digest Sha256::hash(std::string_view text) {
+  Sha256 h;
+  h.update(text);
   return h.finish();
 }
 

@@ -119,22 +119,30 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   return raw;
 }
 
+TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token> rest,
+                             size_t* matched) {
+  auto it = node.children.find(child_key(ns, rest));
+  if (it == node.children.end()) return nullptr;
+  TreeNode* child = it->second.get();
+  *matched = common_prefix(child->key, rest);
+  if (*matched < child->key.size()) child = split(*child, *matched);
+  return child;
+}
+
 MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens) {
   const auto page = static_cast<size_t>(options_.page_size);
   std::span<const Token> rest = tokens.first(tokens.size() / page * page);
   std::vector<TreeNode*> path;
   TreeNode* node = root_.get();
   while (!rest.empty()) {
-    auto it = node->children.find(child_key(ns, rest));
-    if (it == node->children.end()) break;
-    TreeNode* child = it->second.get();
-    const size_t n = common_prefix(child->key, rest);
-    const bool partial = n < child->key.size();
-    if (partial) child = split(*child, n);
+    // After a partial match the walk ends by itself: the split node's only child starts
+    // with a page that differs from the rest of the key.
+    size_t n = 0;
+    TreeNode* child = descend(*node, ns, rest, &n);
+    if (child == nullptr) break;
     path.push_back(child);
     rest = rest.subspan(n);
     node = child;
-    if (partial) break;
   }
 
   MatchResult result;
@@ -187,11 +195,9 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
   size_t pos = 0;
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
-    auto it = node->children.find(child_key(ns, rest));
-    if (it == node->children.end()) break;
-    TreeNode* child = it->second.get();
-    const size_t n = common_prefix(child->key, rest);
-    if (n < child->key.size()) child = split(*child, n);
+    size_t n = 0;
+    TreeNode* child = descend(*node, ns, rest, &n);
+    if (child == nullptr) break;
     if (child->evicted()) {
       // KV recomputed after eviction: the request's slots become the node's value again.
       set_device_value(*child, value.slice(pos, pos + n));
@@ -233,11 +239,9 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
   size_t pos = 0;
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
-    auto it = node->children.find(child_key(ns, rest));
-    if (it == node->children.end()) break;
-    TreeNode* child = it->second.get();
-    const size_t n = common_prefix(child->key, rest);
-    if (n < child->key.size()) child = split(*child, n);
+    size_t n = 0;
+    TreeNode* child = descend(*node, ns, rest, &n);
+    if (child == nullptr) break;
     if (!child->backed_up()) {
       // A host-only node here would hang under a node with no host copy (invariant 7).
       result.refused_len = static_cast<int64_t>(aligned - pos);

@@ -126,6 +126,9 @@ class RadixTree {
  private:
   TreeNode* new_node(TreeNode* parent, Namespace ns, std::vector<Token> key);
   TreeNode* split(TreeNode& node, size_t prefix_tokens);
+  // The child of `node` matching the start of `rest`, split so that it ends where the match
+  // does (*matched tokens); nullptr when no child starts with rest's first page.
+  TreeNode* descend(TreeNode& node, Namespace ns, std::span<const Token> rest, size_t* matched);
   ChildKey child_key(Namespace ns, std::span<const Token> tokens) const;
   size_t common_prefix(const std::vector<Token>& key, std::span<const Token> tokens) const;
   void refresh_leaf(TreeNode& node);

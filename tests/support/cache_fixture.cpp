@@ -2,21 +2,9 @@
 
 #include <numeric>
 
-namespace kvsim::testing {
+#include "sim/content_oracle.h"
 
-std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
-                                     int32_t layer, size_t item_bytes) {
-  uint64_t h = 1469598103934665603ull ^ ns;  // FNV-1a over the prefix
-  for (size_t i = 0; i <= position; ++i)
-    h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
-  h ^= static_cast<uint64_t>(layer) * 0x9E3779B97F4A7C15ull + position;
-  std::vector<std::byte> out(item_bytes);
-  for (size_t i = 0; i < item_bytes; ++i) {
-    h = h * 6364136223846793005ull + 1442695040888963407ull;
-    out[i] = static_cast<std::byte>(h >> 56);
-  }
-  return out;
-}
+namespace kvsim::testing {
 
 std::vector<Token> tokens_from(Token first, size_t n) {
   std::vector<Token> v(n);
@@ -55,7 +43,7 @@ void CacheFixture::forward(Namespace ns, std::span<const Token> tokens, const In
   for (size_t i = 0; i < slots.size(); ++i) {
     for (int32_t layer = 0; layer < pool.layer_count(); ++layer) {
       pool.write_item_async(backend_.compute_stream(), layer, slots[i],
-                            expected_item(ns, tokens, begin + i, layer, pool.item_bytes()));
+                            sim::expected_item(ns, tokens, begin + i, layer, pool.item_bytes()));
     }
   }
 }
@@ -92,7 +80,7 @@ void CacheFixture::run_request(Namespace ns, std::span<const Token> tokens) {
   for (size_t i = 0; i < slots.size(); ++i) {
     for (int32_t layer = 0; layer < pool.layer_count(); ++layer) {
       if (pool.read_item_sync(layer, slots[i]) !=
-          expected_item(ns, tokens, i, layer, pool.item_bytes())) {
+          sim::expected_item(ns, tokens, i, layer, pool.item_bytes())) {
         return ::testing::AssertionFailure()
                << "position " << i << " layer " << layer << " (slot " << slots[i] << ") is wrong";
       }

@@ -14,10 +14,6 @@
 
 namespace kvsim::testing {
 
-// The expected bytes of one (layer, position) item of `tokens`.
-std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
-                                     int32_t layer, size_t item_bytes);
-
 class CacheFixture : public ::testing::Test {
  public:
   explicit CacheFixture(HiCacheOptions options = default_options(),

@@ -1,0 +1,20 @@
+#include "sim/content_oracle.h"
+
+namespace kvsim::sim {
+
+std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
+                                     int32_t layer, size_t item_bytes) {
+  uint64_t h = 1469598103934665603ull ^ ns;  // FNV-1a over the prefix
+  for (size_t i = 0; i <= position; ++i) {
+    h = (h ^ static_cast<uint32_t>(tokens[i])) * 1099511628211ull;
+  }
+  h ^= static_cast<uint64_t>(layer) * 0x9E3779B97F4A7C15ull + position;
+  std::vector<std::byte> out(item_bytes);
+  for (size_t i = 0; i < item_bytes; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;  // an LCG stream per item
+    out[i] = static_cast<std::byte>(h >> 56);
+  }
+  return out;
+}
+
+}  // namespace kvsim::sim
