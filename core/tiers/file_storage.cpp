@@ -3,23 +3,34 @@
 #include <array>
 #include <cstring>
 #include <fstream>
-#include <iterator>
+#include <string>
+#include <string_view>
+#include <system_error>
 
+#include "core/common/assert.h"
 #include "core/tiers/page_hash.h"
 #include "core/tiers/sha256.h"
 
 namespace kvsim {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr std::array<char, 8> kMagic = {'K', 'V', 'S', 'I', 'M', 'P', 'G', '1'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 + 8 + 32 + 32;
-constexpr const char* kSuffix = ".kvpage";
+constexpr std::string_view kSuffix = ".kvpage";
+constexpr std::string_view kTempInfix = ".tmp.";
+constexpr size_t kHexChars = 64;
+// Header field offsets (see file_storage.h).
+constexpr size_t kVersionAt = 8;
+constexpr size_t kLengthAt = 12;
+constexpr size_t kChecksumAt = 20;
+constexpr size_t kKeyAt = 52;
+static_assert(kKeyAt + 32 == FileStorage::kHeaderBytes);
 
 template <typename T>
-void put_le(std::vector<char>& out, T v) {
+void put_le(char* p, T v) {
   for (size_t i = 0; i < sizeof(T); ++i)
-    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
 template <typename T>
@@ -30,78 +41,135 @@ T get_le(const char* p) {
   return v;
 }
 
+bool is_hex64(std::string_view s) {
+  if (s.size() != kHexChars) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+bool is_page_name(std::string_view name) {
+  return name.size() == kHexChars + kSuffix.size() && name.substr(kHexChars) == kSuffix &&
+         is_hex64(name.substr(0, kHexChars));
+}
+
+bool is_temp_name(std::string_view name) {
+  if (name.size() <= kHexChars + kTempInfix.size()) return false;
+  if (!is_hex64(name.substr(0, kHexChars))) return false;
+  if (name.substr(kHexChars, kTempInfix.size()) != kTempInfix) return false;
+  for (char c : name.substr(kHexChars + kTempInfix.size())) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+std::span<const uint8_t> as_u8(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()};
+}
+
 }  // namespace
 
-FileStorage::FileStorage(std::filesystem::path dir) : dir_(std::move(dir)) {
+FileStorage::FileStorage(fs::path dir) : dir_(std::move(dir)) {
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  ok_ = !ec && std::filesystem::is_directory(dir_, ec);
+  fs::create_directories(dir_, ec);
+  ok_ = !ec && fs::is_directory(dir_, ec);
   if (!ok_) return;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (entry.path().filename().string().find(".tmp.") != std::string::npos) {
-      std::filesystem::remove(entry.path(), ec);
+  // Invariant 4: remove temp files an interrupted set() left behind. Failures are ignored (the
+  // files are never read as pages anyway).
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec;
+    if (is_temp_name(it->path().filename().string()) && it->is_regular_file(file_ec)) {
+      fs::remove(it->path(), file_ec);
     }
   }
 }
 
-std::filesystem::path FileStorage::path_of(const PageDigest& key) const {
-  return dir_ / (to_hex(key) + kSuffix);
+fs::path FileStorage::path_of(const PageDigest& key) const {
+  return dir_ / (to_hex(key) + std::string(kSuffix));
 }
 
 bool FileStorage::exists(const PageDigest& key) {
   std::error_code ec;
-  return std::filesystem::is_regular_file(path_of(key), ec);
+  return fs::is_regular_file(path_of(key), ec);
 }
 
 StorageStatus FileStorage::get(const PageDigest& key, std::vector<std::byte>* out) {
-  std::ifstream in(path_of(key), std::ios::binary);
-  if (!in) return exists(key) ? StorageStatus::kIoError : StorageStatus::kMiss;
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return StorageStatus::kIoError;
-  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0 ||
-      get_le<uint32_t>(bytes.data() + 8) != kFormatVersion) {
+  KV_ASSERT(out != nullptr, "StorageBackend::get needs an output buffer");
+  const fs::path path = path_of(key);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return StorageStatus::kMiss;
+  if (ec) return StorageStatus::kIoError;
+  if (st.type() != fs::file_type::regular) return StorageStatus::kCorrupt;  // e.g. a directory
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return StorageStatus::kIoError;
+  if (size < kHeaderBytes) return StorageStatus::kCorrupt;  // includes the zero-length file
+
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return StorageStatus::kIoError;
+  std::array<char, kHeaderBytes> header{};
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  if (in.gcount() != static_cast<std::streamsize>(header.size())) {
+    return in.bad() ? StorageStatus::kIoError : StorageStatus::kCorrupt;
+  }
+  if (std::memcmp(header.data(), kMagic.data(), kMagic.size()) != 0) {
     return StorageStatus::kCorrupt;
   }
-  const auto length = get_le<uint64_t>(bytes.data() + 12);
-  if (length != bytes.size() - kHeaderBytes) return StorageStatus::kCorrupt;  // truncated
-  if (std::memcmp(bytes.data() + 20 + 32, key.data(), key.size()) != 0) {
-    return StorageStatus::kCorrupt;  // a file under another page's name
+  if (get_le<uint32_t>(header.data() + kVersionAt) != kFormatVersion) {
+    return StorageStatus::kCorrupt;
   }
-  const auto* payload = reinterpret_cast<const uint8_t*>(bytes.data() + kHeaderBytes);
-  const Sha256Digest sum = Sha256::hash({payload, static_cast<size_t>(length)});
-  if (std::memcmp(bytes.data() + 20, sum.data(), sum.size()) != 0) return StorageStatus::kCorrupt;
-  out->resize(static_cast<size_t>(length));
-  std::memcpy(out->data(), payload, static_cast<size_t>(length));
+  // The length must match the real file: a truncated or extended file is corrupt. Checking it
+  // before allocating means a forged length cannot make us allocate more than the file holds.
+  const uint64_t length = get_le<uint64_t>(header.data() + kLengthAt);
+  if (length != size - kHeaderBytes) return StorageStatus::kCorrupt;
+  if (std::memcmp(header.data() + kKeyAt, key.data(), key.size()) != 0) {
+    return StorageStatus::kCorrupt;  // another page's file under this name
+  }
+  std::vector<std::byte> payload(static_cast<size_t>(length));
+  in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+  if (in.gcount() != static_cast<std::streamsize>(payload.size())) {
+    return in.bad() ? StorageStatus::kIoError : StorageStatus::kCorrupt;
+  }
+  const Sha256Digest sum = Sha256::hash(as_u8(payload));
+  if (std::memcmp(header.data() + kChecksumAt, sum.data(), sum.size()) != 0) {
+    return StorageStatus::kCorrupt;
+  }
+  *out = std::move(payload);
   return StorageStatus::kOk;
 }
 
 StorageStatus FileStorage::set(const PageDigest& key, std::span<const std::byte> payload) {
   if (!ok_) return StorageStatus::kIoError;
-  if (exists(key)) return StorageStatus::kOk;
-  std::vector<char> file(kMagic.begin(), kMagic.end());
-  put_le<uint32_t>(file, kFormatVersion);
-  put_le<uint64_t>(file, payload.size());
-  const auto* bytes = reinterpret_cast<const uint8_t*>(payload.data());
-  const Sha256Digest sum = Sha256::hash({bytes, payload.size()});
-  file.insert(file.end(), sum.begin(), sum.end());
-  file.insert(file.end(), key.begin(), key.end());
-  file.insert(file.end(), reinterpret_cast<const char*>(bytes),
-              reinterpret_cast<const char*>(bytes) + payload.size());
-  const std::filesystem::path tmp =
-      dir_ / (to_hex(key) + ".tmp." + std::to_string(++temp_counter_));
+  if (exists(key)) return StorageStatus::kOk;  // invariant 3 of storage_backend.h
+  std::array<char, kHeaderBytes> header{};
+  std::memcpy(header.data(), kMagic.data(), kMagic.size());
+  put_le<uint32_t>(header.data() + kVersionAt, kFormatVersion);
+  put_le<uint64_t>(header.data() + kLengthAt, payload.size());
+  const Sha256Digest sum = Sha256::hash(as_u8(payload));
+  std::memcpy(header.data() + kChecksumAt, sum.data(), sum.size());
+  std::memcpy(header.data() + kKeyAt, key.data(), key.size());
+
+  const fs::path tmp =
+      dir_ / (to_hex(key) + std::string(kTempInfix) + std::to_string(++temp_counter_));
+  std::error_code ec;
   {
     std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-    o.write(file.data(), static_cast<std::streamsize>(file.size()));
+    if (o) {
+      o.write(header.data(), static_cast<std::streamsize>(header.size()));
+      o.write(reinterpret_cast<const char*>(payload.data()),
+              static_cast<std::streamsize>(payload.size()));
+      o.close();  // flushes; a failing flush sets failbit
+    }
     if (!o) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
+      fs::remove(tmp, ec);
       return StorageStatus::kIoError;
     }
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path_of(key), ec);
+  fs::rename(tmp, path_of(key), ec);
   if (ec) {
-    std::filesystem::remove(tmp, ec);
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
     return StorageStatus::kIoError;
   }
   return StorageStatus::kOk;
@@ -109,14 +177,15 @@ StorageStatus FileStorage::set(const PageDigest& key, std::span<const std::byte>
 
 void FileStorage::remove(const PageDigest& key) {
   std::error_code ec;
-  std::filesystem::remove(path_of(key), ec);
+  fs::remove(path_of(key), ec);
 }
 
 size_t FileStorage::page_count() const {
   size_t n = 0;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (entry.path().extension() == kSuffix) ++n;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec;
+    if (is_page_name(it->path().filename().string()) && it->is_regular_file(file_ec)) ++n;
   }
   return n;
 }

@@ -1,7 +1,16 @@
-// MemoryStorage: an in-memory StorageBackend with an optional capacity in pages; when full it
-// drops the least recently used page (by a logical counter, never wall time).
+// MemoryStorage: an in-memory StorageBackend (std::map keyed by page digest), with an optional
+// capacity in pages.
+//
+// Contract (in addition to StorageBackend's, storage_backend.h):
+//  1. capacity_pages == 0 means unlimited. Otherwise page_count() <= capacity_pages always: a
+//     set() of a new key into a full store first drops the least recently used page.
+//  2. Recency is a logical counter, never wall time. It advances on a set() that stores a new
+//     page and on a get() that hits. exists(), batch_exists() and a deduplicated set() do not
+//     count as a use.
+//  3. Never fails: get() is kOk or kMiss; set() is always kOk.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -19,6 +28,7 @@ class MemoryStorage final : public StorageBackend {
   StorageStatus set(const PageDigest& key, std::span<const std::byte> payload) override;
   void remove(const PageDigest& key) override;
   size_t page_count() const override { return pages_.size(); }
+  size_t capacity_pages() const { return capacity_pages_; }
 
  private:
   struct Page {
@@ -28,7 +38,7 @@ class MemoryStorage final : public StorageBackend {
   size_t capacity_pages_;
   uint64_t clock_ = 0;
   std::map<PageDigest, Page> pages_;
-  std::map<uint64_t, PageDigest> lru_;  // last_use → key
+  std::map<uint64_t, PageDigest> lru_;  // last_use → key; one entry per page
 };
 
 }  // namespace kvsim

@@ -1,5 +1,7 @@
 #include "core/tiers/page_hash.h"
 
+#include <array>
+
 #include "core/common/assert.h"
 #include "core/tiers/sha256.h"
 
@@ -13,14 +15,24 @@ PageDigest namespace_seed(Namespace ns) {
 }
 
 PageDigest hash_page(const PageDigest& prev, std::span<const Token> page_tokens) {
+  KV_ASSERT(!page_tokens.empty(), "hash_page needs a non-empty page");
   Sha256 h;
   h.update(prev);
+  // Encode in chunks so a page costs a few update() calls, not one per token.
+  std::array<uint8_t, 256> chunk{};
+  size_t n = 0;
   for (Token t : page_tokens) {
     const auto u = static_cast<uint32_t>(t);
-    const std::array<uint8_t, 4> le{static_cast<uint8_t>(u), static_cast<uint8_t>(u >> 8),
-                                    static_cast<uint8_t>(u >> 16), static_cast<uint8_t>(u >> 24)};
-    h.update(le);
+    chunk[n++] = static_cast<uint8_t>(u);
+    chunk[n++] = static_cast<uint8_t>(u >> 8);
+    chunk[n++] = static_cast<uint8_t>(u >> 16);
+    chunk[n++] = static_cast<uint8_t>(u >> 24);
+    if (n == chunk.size()) {
+      h.update(std::span<const uint8_t>(chunk.data(), n));
+      n = 0;
+    }
   }
+  h.update(std::span<const uint8_t>(chunk.data(), n));
   return h.finish();
 }
 

@@ -1,11 +1,24 @@
-// StorageBackend: the storage tier (SGLang's L3) — whole KV pages keyed by their page hash.
-// A payload is one page's bytes for all layers ([token][layer][item]).
+// StorageBackend: the storage tier (SGLang's L3) — whole KV pages keyed by their page hash
+// (core/tiers/page_hash.h). A payload is one page's bytes for all layers ([token][layer][item]);
+// the backend treats it as opaque bytes of any length, including zero.
 //
-// Operating errors (a missing, corrupt or unreadable page) are values, never exceptions:
-// callers treat anything but kOk as a miss. set() deduplicates: an existing key is kept.
+// Contract every implementation honours (tests/core/tiers/storage_backend_test.cpp checks it):
+//  1. Operating errors are values, never exceptions or crashes: a missing page is kMiss, a page
+//     whose stored bytes fail validation is kCorrupt, a failing read or write is kIoError.
+//     Callers treat anything but kOk from get() as a miss.
+//  2. get() returns kOk only with the exact bytes given to the set() that stored the key; on
+//     any other status *out is left unchanged. A null `out` is a programmer error (KV_ASSERT).
+//  3. set() deduplicates: if exists(key), it returns kOk and keeps the stored bytes (page keys
+//     are content hashes, so equal keys name equal pages).
+//  4. batch_exists(keys) is the number of LEADING keys for which exists() holds; it stops at the
+//     first miss (a prefix's pages are only usable up to the first gap).
+//  5. remove() of an absent key is a no-op. page_count() counts stored pages.
+//  6. Deterministic: no clock, no randomness, no threads; wherever keys are enumerated they are
+//     enumerated in sorted order.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -24,8 +37,8 @@ class StorageBackend {
   virtual ~StorageBackend() = default;
   virtual std::string_view name() const = 0;
   virtual bool exists(const PageDigest& key) = 0;
-  // How many leading keys exist (stops at the first miss).
-  size_t batch_exists(std::span<const PageDigest> keys) {
+  // Invariant 4. The default asks exists() key by key; a backend may batch the query.
+  virtual size_t batch_exists(std::span<const PageDigest> keys) {
     size_t n = 0;
     while (n < keys.size() && exists(keys[n]))
       ++n;

@@ -56,7 +56,9 @@ struct TreeNode {
   uint64_t last_access = 0;            // logical clock, never wall time
   uint64_t creation = 0;
   uint64_t hit_count = 0;
-  std::optional<OpId> write_through_pending;  // an in-flight device→host copy covers this node
+  // The node whose in-flight device→host write covers this one (itself, or the node it was
+  // split from); cleared when that write's ack is consumed.
+  std::optional<NodeId> write_through_pending;
 
   // Leaf-set bookkeeping, owned by RadixTree: the key under which this node is filed in the
   // device / host evictable-leaf set, if it is in that set.
