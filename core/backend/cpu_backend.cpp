@@ -1,376 +1,225 @@
+// CpuBackend, enqueue side: streams, events, memory and the ops' descriptions.
+// Execution, validity checks and scheduling are in cpu_backend_run.cpp.
 #include "core/backend/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/common/assert.h"
 
 namespace kvsim {
 namespace {
 
-constexpr size_t kRoundBytes = 512;  // allocation granularity of the caching allocator
-constexpr std::byte kPoison{0xDB};   // fills every reused block
-
-size_t round_up(size_t bytes) {
-  return (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
-}
+constexpr std::byte kPoison{0xDB};  // fills every block handed out again
 
 }  // namespace
 
-CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
-  streams_.emplace_back();
-  streams_.back().name = "compute";
-}
+CpuBackend::CpuBackend(CpuBackendOptions options)
+    : allocator_(CachingAllocatorLimits{.device_bytes_max = options.device_bytes_max,
+                                        .host_bytes_max = options.host_bytes_max}) {}
 
 CpuBackend::~CpuBackend() = default;
 
-CpuBackend::Stream& CpuBackend::stream_at(StreamId stream) {
-  KV_ASSERT(stream < streams_.size(), "unknown stream " + std::to_string(stream));
-  return streams_[stream];
-}
-
 StreamId CpuBackend::create_stream(std::string_view name) {
-  streams_.emplace_back();
-  streams_.back().name = std::string(name);
-  return static_cast<StreamId>(streams_.size() - 1);
+  return streams_.create(name);
 }
 
 EventId CpuBackend::record_event(StreamId stream) {
-  events_.emplace_back(stream, stream_at(stream).enqueued);
-  return EventId{events_.size()};
+  return streams_.record(stream);
 }
 
 void CpuBackend::wait_event(StreamId stream, EventId event) {
-  KV_ASSERT(event.valid() && event.value <= events_.size(), "unknown event");
-  Op op;
-  op.kind = OpKind::kWait;
+  KV_ASSERT(streams_.known(event), "wait on unknown event " + std::to_string(event.value));
+  CpuOp op;
+  op.kind = CpuOpKind::kWait;
+  op.stream = stream;
   op.label = "wait event " + std::to_string(event.value);
   op.event = event;
-  enqueue(stream, std::move(op), {});
+  enqueue(std::move(op), {});
 }
 
 bool CpuBackend::query_event(EventId event) {
-  KV_ASSERT(event.valid() && event.value <= events_.size(), "unknown event");
-  const auto& [stream, target] = events_[event.value - 1];
-  return streams_[stream].executed >= target;
-}
-
-void CpuBackend::synchronize_event(EventId event) {
-  while (!query_event(event)) {
-    KV_ASSERT(step_any(), "deadlock: event " + std::to_string(event.value) + " can never complete");
-  }
-}
-
-void CpuBackend::synchronize_stream(StreamId stream) {
-  synchronize_event(record_event(stream));
-}
-
-void CpuBackend::synchronize() {
-  drain();
+  return streams_.complete(event);  // never runs anything
 }
 
 Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::string_view label) {
-  stream_at(stream);
-  const size_t rounded = round_up(bytes == 0 ? 1 : bytes);
-  size_t phys = physical_.size();
-  if (kind == MemoryKind::kDevice) {
-    process_deferred_frees();
-    auto it = free_pool_.lower_bound({stream, rounded, 0});
-    if (it != free_pool_.end() && std::get<0>(*it) == stream) {
-      phys = std::get<2>(*it);
-      free_pool_.erase(it);
-    }
+  KV_ASSERT(streams_.exists(stream), "allocate on unknown stream " + std::to_string(stream));
+  const CachingAllocator::Handout h = allocator_.allocate(kind, bytes, stream, label, streams_);
+  if (!h.block.valid()) return Block{};
+  if (in_flight_.size() <= h.physical) in_flight_.resize(h.physical + 1);
+  if (h.reused) poison(h.physical, h.block.id, stream);
+  const std::map<uint64_t, uint32_t>& queued = in_flight_[h.physical].by_handout;
+  allocator_.forget_handouts_before(h.physical,
+                                    queued.empty() ? h.block.id : queued.begin()->first);
+  return h.block;
+}
+
+// Poisons a block handed out again: now, unless queued work on its allocation stream still
+// uses it (that work is ordered before the new owner and must see the old bytes).
+void CpuBackend::poison(PhysicalIndex physical, uint64_t handout_id, StreamId stream) {
+  const PhysicalBlock& p = allocator_.physical(physical);
+  KV_ASSERT(p.home == stream && p.kind == MemoryKind::kDevice, "reuse outside the home pool");
+  if (in_flight_[physical].on_home_stream == 0) {
+    std::memset(allocator_.data(physical), static_cast<int>(kPoison), p.capacity);
+    return;
   }
-  if (phys == physical_.size()) {
-    size_t& used = kind == MemoryKind::kDevice ? device_bytes_ : host_bytes_;
-    const size_t limit =
-        kind == MemoryKind::kDevice ? options_.device_bytes_max : options_.host_bytes_max;
-    if (limit != 0 && used + rounded > limit) return Block{};
-    used += rounded;
-    Physical p;
-    p.data = std::make_unique<std::byte[]>(rounded);  // value-initialised: zeros
-    p.bytes = rounded;
-    p.kind = kind;
-    p.alloc_stream = stream;
-    physical_.push_back(std::move(p));
-  }
-  Physical& p = physical_[phys];
-  const bool reused = p.last_handout_id != 0;
-  p.current_id = next_block_id_++;
-  p.last_handout_id = p.current_id;
-  p.owner = std::string(label) + " (alloc #" + std::to_string(p.current_id) + " on stream " +
-            streams_[stream].name + ")";
-  p.stream_uses.clear();
-  id_to_phys_[p.current_id] = phys;
-  const Block block{.id = p.current_id, .ptr = p.data.get(), .bytes = bytes, .kind = kind};
-  if (reused) {
-    // Poison in stream order: work enqueued earlier on this stream still sees the old bytes,
-    // anything that touches the block later — on any stream — sees garbage.
-    Op op;
-    op.kind = OpKind::kPoison;
-    op.label = "poison for " + p.owner;
-    op.dst = Block{.id = p.current_id, .ptr = p.data.get(), .bytes = p.bytes, .kind = kind};
-    enqueue(stream, std::move(op), {block});
-  }
-  return block;
+  CpuOp op;
+  op.kind = CpuOpKind::kPoison;
+  op.stream = stream;
+  op.label = "poison for " + describe_handout(p.handouts.back());
+  op.touches.push_back(Touch{.physical = physical, .handout_id = handout_id, .bytes = p.capacity});
+  ++in_flight_[physical].poisons_queued;
+  enqueue(std::move(op), {});
 }
 
 void CpuBackend::record_stream(const Block& block, StreamId stream) {
-  auto it = id_to_phys_.find(block.id);
-  KV_ASSERT(it != id_to_phys_.end() && physical_[it->second].current_id == block.id,
-            "record_stream on a block that is not live");
-  Physical& p = physical_[it->second];
-  if (stream != p.alloc_stream) p.stream_uses.insert(stream);
+  KV_ASSERT(streams_.exists(stream), "record_stream on unknown stream " + std::to_string(stream));
+  allocator_.record_stream(block, stream);
 }
 
 void CpuBackend::free(const Block& block) {
-  if (!block.valid()) return;
-  auto it = id_to_phys_.find(block.id);
-  KV_ASSERT(it != id_to_phys_.end() && physical_[it->second].current_id == block.id,
-            "free of block " + std::to_string(block.id) + " that is not live (double free)");
-  Physical& p = physical_[it->second];
-  p.current_id = 0;
-  if (p.kind == MemoryKind::kPinnedHost) return;  // pinned memory is not cached
-  if (p.stream_uses.empty()) {
-    return_to_pool(it->second);
-    return;
-  }
-  // Reusable only once every recorded stream has passed this point (record_stream rule).
-  DeferredFree d{it->second, {}};
-  for (StreamId s : p.stream_uses)
-    d.events.push_back(record_event(s));
-  deferred_.push_back(std::move(d));
+  allocator_.free(block, streams_);
 }
 
-void CpuBackend::return_to_pool(size_t phys) {
-  const Physical& p = physical_[phys];
-  free_pool_.insert({p.alloc_stream, p.bytes, phys});
+void CpuBackend::copy_async(StreamId stream, const Block& dst, size_t dst_offset, const Block& src,
+                            size_t src_offset, size_t bytes, std::string_view label) {
+  KV_ASSERT(dst.valid() && src.valid(), "copy_async of a null block");
+  CpuOp op;
+  op.kind = CpuOpKind::kCopy;
+  op.stream = stream;
+  op.label = std::string(label);
+  op.dst_offset = dst_offset;
+  op.src_offset = src_offset;
+  op.bytes = bytes;
+  enqueue(std::move(op), {dst, src});
 }
 
-void CpuBackend::process_deferred_frees() {
-  std::vector<DeferredFree> still;
-  for (DeferredFree& d : deferred_) {
-    bool done = true;
-    for (EventId e : d.events)
-      done = done && query_event(e);
-    if (done) {
-      return_to_pool(d.phys);
-    } else {
-      still.push_back(std::move(d));
-    }
+void CpuBackend::upload_async(StreamId stream, const Block& dst, size_t dst_offset,
+                              std::span<const std::byte> host_bytes, std::string_view label) {
+  KV_ASSERT(dst.valid(), "upload_async to a null block");
+  CpuOp op;
+  op.kind = CpuOpKind::kUpload;
+  op.stream = stream;
+  op.label = std::string(label);
+  op.dst_offset = dst_offset;
+  op.payload.assign(host_bytes.begin(), host_bytes.end());  // pageable: captured now
+  enqueue(std::move(op), {dst});
+}
+
+void CpuBackend::transfer_kv_async(StreamId stream, const KVTransfer& transfer) {
+  KV_ASSERT(transfer.src.block.valid() && transfer.dst.block.valid(),
+            "transfer_kv_async with a null pool block");
+  KV_ASSERT(transfer.count == 0 || (transfer.src_indices.valid() && transfer.dst_indices.valid()),
+            "transfer_kv_async with a null index block");
+  CpuOp op;
+  op.kind = CpuOpKind::kTransfer;
+  op.stream = stream;
+  op.label = transfer.label;
+  op.transfer = transfer;
+  enqueue(std::move(op),
+          {transfer.src.block, transfer.dst.block, transfer.src_indices, transfer.dst_indices});
+}
+
+std::vector<std::byte> CpuBackend::read_sync(const Block& block, size_t offset, size_t bytes) {
+  synchronize();
+  KV_ASSERT(allocator_.is_live(block),
+            "read_sync of block " + std::to_string(block.id) + " that is not live");
+  const PhysicalIndex physical = *allocator_.physical_of(block.id);
+  const size_t live_bytes = allocator_.physical(physical).live_bytes;
+  KV_ASSERT(offset <= live_bytes && bytes <= live_bytes - offset, "read_sync out of bounds");
+  const std::byte* p = allocator_.data(physical) + offset;
+  return std::vector<std::byte>(p, p + bytes);
+}
+
+void CpuBackend::enqueue(CpuOp op, std::initializer_list<Block> blocks) {
+  KV_ASSERT(streams_.exists(op.stream), "enqueue on unknown stream " + std::to_string(op.stream));
+  op.id = next_op_id_++;
+  for (const Block& b : blocks)
+    op.touches.push_back(resolve(op, b));
+  for (const Touch& t : op.touches)
+    track(t, op.stream, +1);
+  streams_.push(std::move(op));
+}
+
+// The handout `block` names now; a freed one is reported (use_after_free) and left out.
+Touch CpuBackend::resolve(CpuOp& op, const Block& block) {
+  if (!block.valid()) return Touch{};
+  const std::optional<PhysicalIndex> physical = allocator_.physical_of(block.id);
+  KV_ASSERT(physical.has_value(), "block " + std::to_string(block.id) + " was never allocated");
+  const PhysicalBlock& p = allocator_.physical(*physical);
+  if (p.live_id != block.id) {
+    const HandoutRecord* next = allocator_.successor(*physical, block.id);
+    report("use_after_free", describe(op) + " was enqueued on block " + std::to_string(block.id) +
+                                 " after it was freed" +
+                                 (next != nullptr ? "; it now belongs to " + describe_handout(*next)
+                                                  : std::string()));
+    op.skip = true;
+    return Touch{};
   }
-  deferred_ = std::move(still);
+  KV_ASSERT(block.ptr == p.data.get() && block.bytes == p.live_bytes && block.kind == p.kind,
+            "block handle " + std::to_string(block.id) + " does not match its allocation");
+  return Touch{.physical = *physical, .handout_id = block.id, .bytes = p.live_bytes};
+}
+
+void CpuBackend::track(const Touch& touch, StreamId stream, int delta) {
+  if (touch.handout_id == 0) return;
+  InFlight& f = in_flight_[touch.physical];
+  uint32_t& n = f.by_handout[touch.handout_id];
+  KV_ASSERT(delta > 0 || n > 0, "in-flight count underflow");
+  n = delta > 0 ? n + 1 : n - 1;
+  if (n == 0) f.by_handout.erase(touch.handout_id);
+  if (stream == allocator_.physical(touch.physical).home) {
+    KV_ASSERT(delta > 0 || f.on_home_stream > 0, "in-flight count underflow");
+    f.on_home_stream = delta > 0 ? f.on_home_stream + 1 : f.on_home_stream - 1;
+  }
 }
 
 void CpuBackend::report(std::string kind, std::string detail) {
   violations_.push_back(BackendViolation{std::move(kind), std::move(detail)});
 }
 
-std::string CpuBackend::describe(const Op& op, const Stream& stream) const {
-  return "op #" + std::to_string(op.id) + " '" + op.label + "' on stream " + stream.name;
+std::string CpuBackend::describe(const CpuOp& op) const {
+  return "op #" + std::to_string(op.id) + " '" + op.label + "' on stream '" +
+         streams_.name(op.stream) + "'";
 }
 
-void CpuBackend::enqueue(StreamId stream_id, Op op, std::initializer_list<Block> blocks) {
-  Stream& stream = stream_at(stream_id);
-  op.id = next_op_id_++;
-  for (const Block& b : blocks) {
-    if (!b.valid()) continue;
-    auto it = id_to_phys_.find(b.id);
-    if (it == id_to_phys_.end() || physical_[it->second].current_id != b.id) {
-      report("use_after_free", describe(op, stream) + " was enqueued on block " +
-                                   std::to_string(b.id) + " after it was freed");
-      op.poisoned = true;
-      continue;
-    }
-    op.touches.push_back(Touch{it->second, b.id});
-  }
-  ++stream.enqueued;
-  stream.queue.push_back(std::move(op));
+std::string CpuBackend::describe_handout(const HandoutRecord& h) const {
+  return "'" + h.label + "' (alloc #" + std::to_string(h.id) + " on stream '" +
+         streams_.name(h.stream) + "')";
 }
 
-bool CpuBackend::still_valid(const Op& op, const Stream& stream) {
-  bool ok = !op.poisoned;
-  for (const Touch& t : op.touches) {
-    const Physical& p = physical_[t.phys];
-    if (p.current_id == t.id) continue;
-    // Work enqueued on the allocation stream before the free is ordered before any reuse.
-    if (p.kind == MemoryKind::kDevice && &stream == &streams_[p.alloc_stream]) continue;
-    if (p.last_handout_id != t.id) {  // handed out again since (and maybe freed again)
-      report("reuse_while_in_flight", describe(op, stream) + " touched block " +
-                                          std::to_string(t.id) + " after it was handed to " +
-                                          p.owner);
-      ok = false;
-    } else if (p.kind == MemoryKind::kPinnedHost) {
-      report("use_after_free",
-             describe(op, stream) + " touched released host block " + std::to_string(t.id));
-      ok = false;
-    }
-    // A freed, not yet reused device block still holds its bytes: the access is harmless.
-  }
-  return ok;
-}
-
-bool CpuBackend::in_bounds(const Block& block, size_t offset, size_t bytes) const {
-  return offset <= block.bytes && bytes <= block.bytes - offset;
-}
-
-void CpuBackend::copy_async(StreamId stream, const Block& dst, size_t dst_offset, const Block& src,
-                            size_t src_offset, size_t bytes, std::string_view label) {
-  Op op;
-  op.kind = OpKind::kCopy;
-  op.label = std::string(label);
-  op.dst = dst;
-  op.src = src;
-  op.dst_offset = dst_offset;
-  op.src_offset = src_offset;
-  op.bytes = bytes;
-  enqueue(stream, std::move(op), {dst, src});
-}
-
-void CpuBackend::upload_async(StreamId stream, const Block& dst, size_t dst_offset,
-                              std::span<const std::byte> host_bytes, std::string_view label) {
-  Op op;
-  op.kind = OpKind::kUpload;
-  op.label = std::string(label);
-  op.dst = dst;
-  op.dst_offset = dst_offset;
-  op.bytes = host_bytes.size();
-  op.payload.assign(host_bytes.begin(), host_bytes.end());  // pageable: captured now
-  enqueue(stream, std::move(op), {dst});
-}
-
-void CpuBackend::transfer_kv_async(StreamId stream, const KVTransfer& transfer) {
-  Op op;
-  op.kind = OpKind::kTransfer;
-  op.label = transfer.label;
-  op.transfer = transfer;
-  enqueue(stream, std::move(op),
-          {transfer.src.block, transfer.dst.block, transfer.src_indices, transfer.dst_indices});
-}
-
-std::vector<std::byte> CpuBackend::read_sync(const Block& block, size_t offset, size_t bytes) {
-  synchronize();
-  KV_ASSERT(in_bounds(block, offset, bytes), "read_sync out of bounds");
-  auto it = id_to_phys_.find(block.id);
-  KV_ASSERT(it != id_to_phys_.end() && physical_[it->second].current_id == block.id,
-            "read_sync of a block that is not live");
-  const std::byte* p = physical_[it->second].data.get() + offset;
-  return std::vector<std::byte>(p, p + bytes);
+std::vector<StreamId> CpuBackend::streams() const {
+  std::vector<StreamId> ids(streams_.count());
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<StreamId>(i);
+  return ids;
 }
 
 bool CpuBackend::runnable(StreamId stream) const {
-  KV_ASSERT(stream < streams_.size(), "unknown stream");
-  const Stream& s = streams_[stream];
-  if (s.queue.empty()) return false;
-  const Op& head = s.queue.front();
-  if (head.kind != OpKind::kWait) return true;
-  const auto& [other, target] = events_[head.event.value - 1];
-  return streams_[other].executed >= target;
-}
-
-bool CpuBackend::step(StreamId stream) {
-  if (!runnable(stream)) return false;
-  Stream& s = streams_[stream];
-  Op op = std::move(s.queue.front());
-  s.queue.pop_front();
-  execute(s, op);
-  ++s.executed;
-  return true;
-}
-
-bool CpuBackend::step_any() {
-  for (StreamId s = 0; s < streams_.size(); ++s) {
-    if (step(s)) return true;
-  }
-  return false;
-}
-
-void CpuBackend::drain() {
-  while (pending_ops() > 0)
-    KV_ASSERT(step_any(), "deadlock: pending ops but none runnable");
+  return streams_.runnable(stream);
 }
 
 size_t CpuBackend::pending_ops(StreamId stream) const {
-  KV_ASSERT(stream < streams_.size(), "unknown stream");
-  return streams_[stream].queue.size();
+  return streams_.pending(stream);
 }
 
 size_t CpuBackend::pending_ops() const {
-  size_t n = 0;
-  for (const Stream& s : streams_)
-    n += s.queue.size();
-  return n;
+  return streams_.pending();
 }
 
 std::string CpuBackend::stream_name(StreamId stream) const {
-  KV_ASSERT(stream < streams_.size(), "unknown stream");
-  return streams_[stream].name;
+  return streams_.name(stream);
 }
 
 std::string CpuBackend::head_label(StreamId stream) const {
-  KV_ASSERT(stream < streams_.size(), "unknown stream");
-  return streams_[stream].queue.empty() ? "" : streams_[stream].queue.front().label;
+  const CpuOp* op = streams_.head(stream);
+  return op == nullptr ? "" : op->label;
 }
 
-void CpuBackend::execute(Stream& stream, Op& op) {
-  if (op.kind == OpKind::kWait) return;
-  if (!still_valid(op, stream)) return;
-  switch (op.kind) {
-    case OpKind::kCopy:
-      if (!in_bounds(op.dst, op.dst_offset, op.bytes) ||
-          !in_bounds(op.src, op.src_offset, op.bytes)) {
-        report("illegal_address", describe(op, stream) + " copies outside a block");
-        return;
-      }
-      std::memmove(op.dst.ptr + op.dst_offset, op.src.ptr + op.src_offset, op.bytes);
-      return;
-    case OpKind::kUpload:
-      if (!in_bounds(op.dst, op.dst_offset, op.bytes)) {
-        report("illegal_address", describe(op, stream) + " uploads outside a block");
-        return;
-      }
-      std::memcpy(op.dst.ptr + op.dst_offset, op.payload.data(), op.bytes);
-      return;
-    case OpKind::kTransfer:
-      run_transfer(op, stream);
-      return;
-    case OpKind::kPoison:
-      std::memset(op.dst.ptr, static_cast<int>(kPoison), op.dst.bytes);
-      return;
-    case OpKind::kWait:
-      return;
-  }
-}
-
-void CpuBackend::run_transfer(const Op& op, const Stream& stream) {
-  const KVTransfer& t = op.transfer;
-  const size_t index_bytes = t.count * sizeof(int64_t);
-  if (!in_bounds(t.src_indices, 0, index_bytes) || !in_bounds(t.dst_indices, 0, index_bytes) ||
-      t.src.item_bytes != t.dst.item_bytes || t.layer_begin < 0 ||
-      t.layer_end > t.src.layer_count || t.layer_end > t.dst.layer_count ||
-      !in_bounds(t.src.block, 0, t.src.total_bytes()) ||
-      !in_bounds(t.dst.block, 0, t.dst.total_bytes())) {
-    report("illegal_address", describe(op, stream) + " has a malformed transfer descriptor");
-    return;
-  }
-  std::vector<int64_t> src_idx(t.count);
-  std::vector<int64_t> dst_idx(t.count);
-  std::memcpy(src_idx.data(), t.src_indices.ptr, index_bytes);
-  std::memcpy(dst_idx.data(), t.dst_indices.ptr, index_bytes);
-  for (size_t i = 0; i < t.count; ++i) {
-    if (src_idx[i] < 0 || src_idx[i] >= t.src.slot_count || dst_idx[i] < 0 ||
-        dst_idx[i] >= t.dst.slot_count) {
-      report("illegal_address", describe(op, stream) + " index " + std::to_string(i) + " (" +
-                                    std::to_string(src_idx[i]) + " -> " +
-                                    std::to_string(dst_idx[i]) + ") is outside its pool");
-      return;
-    }
-  }
-  for (int32_t layer = t.layer_begin; layer < t.layer_end; ++layer) {
-    for (size_t i = 0; i < t.count; ++i) {
-      std::memcpy(t.dst.block.ptr + t.dst.offset(layer, dst_idx[i]),
-                  t.src.block.ptr + t.src.offset(layer, src_idx[i]), t.src.item_bytes);
-    }
-  }
+std::string CpuBackend::head_description(StreamId stream) const {
+  const CpuOp* op = streams_.head(stream);
+  return op == nullptr ? "" : describe(*op);
 }
 
 }  // namespace kvsim

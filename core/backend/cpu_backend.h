@@ -2,38 +2,51 @@
 //
 // An operation enqueued on a stream runs only when the driver (a test, the simulator) advances
 // that stream with step(); nothing runs on its own, so every completion order can be produced
-// on purpose and replayed. Blocking calls (synchronize*) advance streams in a fixed order
-// (lowest runnable stream id first).
+// on purpose and replayed. Blocking calls (synchronize*, drain, read_sync) advance streams
+// round-robin in stream-id order, one op per runnable stream per pass, until their condition
+// holds; if nothing can run first, that is a deadlock (KV_ASSERT).
 //
-// Device memory comes from a caching allocator with PyTorch's rules (see backend.h, rule 3).
-// Every handout of a block gets a fresh Block::id; a reused block is filled with poison bytes
-// (0xDB) in its stream's order; every
-// op remembers the ids of the blocks it touches, and when it runs it checks they are still
-// the same handouts. If one was handed to someone else in between, the op does not touch
-// memory and a "reuse_while_in_flight" violation names both the op and the new owner — the
-// emulated form of the illegal memory access seed 000 caused on real GPUs.
+// Memory comes from a CachingAllocator (caching_allocator.h: PyTorch's record_stream rules);
+// every block is real host memory. Each handout of a block gets a fresh Block::id, and a block
+// handed out again is filled with poison bytes (0xDB): at once when no queued op on its
+// allocation stream still uses it, else in that stream's order, so work the stream holds from
+// the previous owner still sees the old bytes. Every op remembers the handouts it touches; when
+// it runs it checks they are still those handouts. If one was handed to someone else in
+// between, the op does not touch memory and a "reuse_while_in_flight" violation names both the
+// op and the allocation that took the block over — the emulated form of the illegal memory
+// access seed 000 caused on real GPUs.
+//
+// Violations (backend.h): reuse_while_in_flight, illegal_address (an index or range outside
+// its block: refused, never performed), use_after_free (an op enqueued on a freed block, or
+// run on a released pinned block). Misuse of the API itself (unknown stream or event, a null
+// or forged Block, double free) is a programmer error: KV_ASSERT.
 //
 // Invariants:
-//  1. a stream's ops run in enqueue order, each exactly once;
+//  1. a stream's ops run in enqueue order, each exactly once, and only inside step();
 //  2. an event completes exactly when its stream has run every op enqueued before it;
-//  3. no op ever reads or writes outside a live block (violations are reported instead).
+//  3. no op reads or writes outside the live handouts it was enqueued with;
+//  4. given the same calls, the same ops run in the same order and report the same violations.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <functional>
+#include <initializer_list>
 #include <map>
-#include <memory>
-#include <set>
 #include <string>
-#include <tuple>
+#include <string_view>
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/backend/caching_allocator.h"
+#include "core/backend/cpu_kernels.h"
+#include "core/backend/cpu_op.h"
+#include "core/backend/cpu_streams.h"
 
 namespace kvsim {
 
 struct CpuBackendOptions {
-  size_t device_bytes_max = 0;  // 0 = unlimited
+  size_t device_bytes_max = 0;  // 0 = unlimited; cached blocks count (they stay reserved)
   size_t host_bytes_max = 0;    // 0 = unlimited
 };
 
@@ -41,6 +54,8 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(CpuBackendOptions options = {});
   ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
 
   std::string_view name() const override { return "cpu"; }
   StreamId compute_stream() const override { return 0; }
@@ -66,80 +81,51 @@ class CpuBackend final : public Backend {
   const std::vector<BackendViolation>& violations() const override { return violations_; }
   void clear_violations() { violations_.clear(); }
 
-  // --- Driver API ---
-  bool step(StreamId stream);  // runs the head op if runnable; false if none or blocked
+  // --- Driver API (not part of Backend) ---
+  bool step(StreamId stream);  // runs the head op if runnable; false if empty or blocked
   bool runnable(StreamId stream) const;
   size_t pending_ops(StreamId stream) const;
   size_t pending_ops() const;
-  size_t stream_count() const { return streams_.size(); }
+  std::vector<StreamId> streams() const;  // 0, 1, ... in creation order
+  size_t stream_count() const { return streams_.count(); }
   std::string stream_name(StreamId stream) const;
-  std::string head_label(StreamId stream) const;  // "" when the stream is empty
-  bool step_any();  // steps the lowest runnable stream; false if none is runnable
-  void drain();     // runs everything; KV_ASSERT on deadlock
-  size_t device_bytes_reserved() const { return device_bytes_; }
+  std::string head_label(StreamId stream) const;        // "" when the stream is empty
+  std::string head_description(StreamId stream) const;  // "op #7 'label' on stream 'load'"
+  bool step_any();  // steps the lowest-id runnable stream; false if none is runnable
+  void drain();     // runs everything (round-robin); KV_ASSERT on deadlock
+
+  size_t device_bytes_reserved() const { return allocator_.device_bytes_reserved(); }
+  size_t host_bytes_in_use() const { return allocator_.host_bytes_in_use(); }
+  const CachingAllocator& allocator() const { return allocator_; }
 
  private:
-  enum class OpKind : uint8_t { kCopy, kUpload, kTransfer, kWait, kPoison };
-  struct Touch {
-    size_t phys;
-    uint64_t id;
-  };
-  struct Op {
-    OpId id = 0;
-    OpKind kind = OpKind::kCopy;
-    std::string label;
-    std::vector<Touch> touches;
-    bool poisoned = false;  // a violation was found at enqueue: never touch memory
-    Block dst, src;
-    size_t dst_offset = 0, src_offset = 0, bytes = 0;
-    std::vector<std::byte> payload;
-    KVTransfer transfer;
-    EventId event;
-  };
-  struct Stream {
-    std::string name;
-    std::deque<Op> queue;
-    uint64_t enqueued = 0;
-    uint64_t executed = 0;
-  };
-  struct Physical {
-    std::unique_ptr<std::byte[]> data;
-    size_t bytes = 0;
-    MemoryKind kind = MemoryKind::kDevice;
-    StreamId alloc_stream = 0;
-    uint64_t current_id = 0;       // 0: not handed out
-    uint64_t last_handout_id = 0;  // the most recent handout, kept after it is freed
-    std::string owner;             // label + allocation sequence of the most recent handout
-    std::set<StreamId> stream_uses;
-  };
-  struct DeferredFree {
-    size_t phys;
-    std::vector<EventId> events;
+  // Queued ops touching one physical block.
+  struct InFlight {
+    std::map<uint64_t, uint32_t> by_handout;  // handout id → queued touches
+    uint32_t on_home_stream = 0;              // queued touches on the block's allocation stream
+    uint32_t poisons_queued = 0;
   };
 
-  Stream& stream_at(StreamId stream);
-  void enqueue(StreamId stream, Op op, std::initializer_list<Block> blocks);
-  void execute(Stream& stream, Op& op);
-  bool still_valid(const Op& op, const Stream& stream);
-  void run_transfer(const Op& op, const Stream& stream);
-  bool in_bounds(const Block& block, size_t offset, size_t bytes) const;
+  void enqueue(CpuOp op, std::initializer_list<Block> blocks);
+  Touch resolve(CpuOp& op, const Block& block);
+  void track(const Touch& touch, StreamId stream, int delta);
+  void poison(PhysicalIndex physical, uint64_t handout_id, StreamId stream);
+  void execute(CpuOp& op);
+  bool touches_still_valid(const CpuOp& op);
+  bool touch_still_valid(const CpuOp& op, const Touch& touch);
+  void run_memory_op(const CpuOp& op);
+  ByteRegion region(const Touch& touch);
+  void run_until(const std::function<bool()>& done, std::string_view what);
+
   void report(std::string kind, std::string detail);
-  void process_deferred_frees();
-  void return_to_pool(size_t phys);
-  std::string describe(const Op& op, const Stream& stream) const;
+  std::string describe(const CpuOp& op) const;
+  std::string describe_handout(const HandoutRecord& handout) const;
 
-  CpuBackendOptions options_;
-  std::vector<Stream> streams_;
-  std::vector<std::pair<StreamId, uint64_t>> events_;  // EventId.value - 1 → (stream, target)
-  std::vector<Physical> physical_;
-  std::map<uint64_t, size_t> id_to_phys_;
-  std::set<std::tuple<StreamId, size_t, size_t>> free_pool_;  // (stream, bytes, phys)
-  std::vector<DeferredFree> deferred_;
+  CpuStreams streams_;
+  CachingAllocator allocator_;
+  std::vector<InFlight> in_flight_;  // by physical index
   std::vector<BackendViolation> violations_;
-  uint64_t next_block_id_ = 1;
   OpId next_op_id_ = 1;
-  size_t device_bytes_ = 0;
-  size_t host_bytes_ = 0;
 };
 
 }  // namespace kvsim

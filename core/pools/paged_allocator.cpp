@@ -12,14 +12,15 @@ PagedSlotAllocator::PagedSlotAllocator(Tier tier, int64_t size_tokens, int32_t p
   KV_ASSERT(size_tokens > 0 && size_tokens % page_size == 0,
             "pool size must be a positive multiple of page_size");
   page_count_ = size_tokens / page_size;
-  allocated_.assign(static_cast<size_t>(page_count_ + 1), 0);
+  state_.assign(static_cast<size_t>(page_count_ + 1), kFree);
   for (int64_t p = 1; p <= page_count_; ++p)
     free_pages_.push_back(p);
 }
 
 std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
   KV_ASSERT(tokens > 0 && tokens % page_size_ == 0,
-            "The requested size should be a multiple of the page size.");
+            "alloc of " + std::to_string(tokens) +
+                " tokens: not a positive multiple of page size " + std::to_string(page_size_));
   const int64_t pages = tokens / page_size_;
   if (pages > static_cast<int64_t>(free_pages_.size())) return std::nullopt;
   std::vector<SlotIndex> slots;
@@ -27,62 +28,103 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
   for (int64_t i = 0; i < pages; ++i) {
     const int64_t page = free_pages_.front();
     free_pages_.pop_front();
-    KV_ASSERT(allocated_[static_cast<size_t>(page)] == 0, "Double-alloc detected");
-    allocated_[static_cast<size_t>(page)] = 1;
+    KV_ASSERT(page >= 1 && page <= page_count_, "free list holds an invalid page");
+    KV_ASSERT(state_[static_cast<size_t>(page)] == kFree,
+              "double alloc: page " + std::to_string(page) + " is free-listed but allocated");
+    state_[static_cast<size_t>(page)] = kAllocated;
     for (int32_t t = 0; t < page_size_; ++t)
       slots.push_back(page * page_size_ + t);
   }
   return IndexVector(tier_, std::move(slots));
 }
 
+std::string PagedSlotAllocator::claim_page_for_free(const IndexVector& slots, size_t i) {
+  const SlotIndex first = slots[i];
+  if (first < 0 || first % page_size_ != 0) {
+    return "free of slot " + std::to_string(first) + ": run does not start at a page boundary";
+  }
+  for (int32_t t = 1; t < page_size_; ++t) {
+    if (slots[i + static_cast<size_t>(t)] != first + t) {
+      return "free of a partial page at slot " + std::to_string(first);
+    }
+  }
+  const int64_t page = first / page_size_;
+  if (page < 1 || page > page_count_) {
+    return "foreign free: slot " + std::to_string(first) + " is outside this " +
+           std::string(to_string(tier_)) + " pool";
+  }
+  uint8_t& state = state_[static_cast<size_t>(page)];
+  if (state == kFreeing) return "double free: page " + std::to_string(page) + " listed twice";
+  if (state != kAllocated) {
+    return "double free: slot " + std::to_string(first) + " is not allocated";
+  }
+  state = kFreeing;
+  return "";
+}
+
 void PagedSlotAllocator::free(const IndexVector& slots) {
   KV_ASSERT(slots.residency() == Residency::kHost,
             "residency: free of device-resident indices (host indices moved to the device?)");
-  KV_ASSERT(slots.tier() == tier_,
-            std::string("foreign free: ") + std::string(to_string(slots.tier())) +
-                " slots freed to the " + std::string(to_string(tier_)) + " pool");
+  KV_ASSERT(slots.tier() == tier_, "foreign free: " + std::string(to_string(slots.tier())) +
+                                       " slots freed to the " + std::string(to_string(tier_)) +
+                                       " pool");
   KV_ASSERT(slots.size() % static_cast<size_t>(page_size_) == 0,
-            "The freed size should be a multiple of the page size.");
-  for (size_t i = 0; i < slots.size(); i += static_cast<size_t>(page_size_)) {
-    const SlotIndex first = slots[i];
-    KV_ASSERT(first % page_size_ == 0, "free of a run not starting at a page boundary");
-    for (int32_t t = 1; t < page_size_; ++t) {
-      KV_ASSERT(slots[i + static_cast<size_t>(t)] == first + t, "free of a partial page");
+            "free of " + std::to_string(slots.size()) + " slots: not whole pages");
+  const size_t step = static_cast<size_t>(page_size_);
+  // Validate every page before changing anything, so a caught failure leaves no trace.
+  std::string problem;
+  size_t claimed = 0;
+  for (; claimed < slots.size() && problem.empty(); claimed += step)
+    problem = claim_page_for_free(slots, claimed);
+  if (!problem.empty()) claimed -= step;  // the failing page was not claimed
+  for (size_t i = 0; i < claimed; i += step) {
+    uint8_t& state = state_[static_cast<size_t>(slots[i] / page_size_)];
+    if (problem.empty()) {
+      state = kFree;
+      free_pages_.push_front(slots[i] / page_size_);
+    } else {
+      state = kAllocated;  // roll back the claim
     }
-    const int64_t page = first / page_size_;
-    KV_ASSERT(page >= 1 && page <= page_count_,
-              "free of slot " + std::to_string(first) + " outside the pool (foreign free)");
-    KV_ASSERT(allocated_[static_cast<size_t>(page)] == 1,
-              "Double-free detected: slot " + std::to_string(first) + " is not allocated");
-    allocated_[static_cast<size_t>(page)] = 0;
-    free_pages_.push_front(page);
   }
+  KV_ASSERT(problem.empty(), problem);
 }
 
 bool PagedSlotAllocator::is_allocated(SlotIndex slot) const {
+  if (slot < 0) return false;
   const int64_t page = slot / page_size_;
-  return slot >= 0 && page >= 1 && page <= page_count_ &&
-         allocated_[static_cast<size_t>(page)] == 1;
+  return page >= 1 && page <= page_count_ && state_[static_cast<size_t>(page)] == kAllocated;
 }
 
 std::string PagedSlotAllocator::check() const {
-  std::vector<uint8_t> seen(allocated_.size(), 0);
+  if (state_.size() != static_cast<size_t>(page_count_ + 1)) return "page table has the wrong size";
+  if (state_[0] != kFree) return "reserved page 0 is allocated";
+  std::vector<uint8_t> listed(state_.size(), 0);
   for (int64_t page : free_pages_) {
-    if (page < 1 || page > page_count_) return "free list holds page " + std::to_string(page);
-    if (seen[static_cast<size_t>(page)]++ != 0)
-      return "KV double free: page " + std::to_string(page);
-    if (allocated_[static_cast<size_t>(page)] != 0) {
+    if (page < 1 || page > page_count_) {
+      return "free list holds page " + std::to_string(page) + " outside 1.." +
+             std::to_string(page_count_);
+    }
+    if (listed[static_cast<size_t>(page)]++ != 0) {
+      return "KV double free: page " + std::to_string(page) + " is free-listed twice";
+    }
+    if (state_[static_cast<size_t>(page)] != kFree) {
       return "KV page use-after-free: allocated page " + std::to_string(page) + " is free-listed";
     }
   }
   int64_t allocated = 0;
-  for (size_t p = 1; p < allocated_.size(); ++p)
-    allocated += allocated_[p];
+  for (size_t p = 1; p < state_.size(); ++p) {
+    if (state_[p] == kAllocated) {
+      ++allocated;
+    } else if (state_[p] != kFree) {
+      return "page " + std::to_string(p) + " is in an unknown state";
+    } else if (listed[p] == 0) {
+      return "page " + std::to_string(p) + " is neither allocated nor free-listed (leaked)";
+    }
+  }
   if (allocated + static_cast<int64_t>(free_pages_.size()) != page_count_) {
     return "pages lost: " + std::to_string(allocated) + " allocated + " +
            std::to_string(free_pages_.size()) + " free != " + std::to_string(page_count_);
   }
-  if (allocated_[0] != 0) return "reserved page 0 is allocated";
   return "";
 }
 

@@ -1,14 +1,18 @@
-// PagedSlotAllocator: hands out token slots of one pool (device or host) in whole pages.
+// PagedSlotAllocator: hands out the token slots of one pool (device or host) in whole pages.
 //
 // Pages are numbered 1..page_count; page 0 (slots [0, page_size)) is reserved as the padding
-// page and never handed out. alloc() returns page-expanded token indices; freed pages go to the
-// front of the free list, so the most recently freed page is reused first (SGLang's LIFO).
+// page and never handed out, so the pool it indexes has (page_count + 1) * page_size slots.
+// alloc() returns page-expanded token indices; freed pages go to the front of the free list,
+// so the most recently freed page is reused first (SGLang's LIFO). alloc and free are O(1) per
+// page: a free list plus one state byte per page.
 //
 // Invariants (check() reports the first broken one):
-//  1. every page is either free (exactly once in the free list) or allocated, never both;
-//  2. free pages + allocated pages == page_count; page 0 is never allocated or free-listed;
-//  3. free() accepts only host-resident vectors of this pool's tier made of whole allocated
-//     pages (double, foreign and misaligned frees are programmer errors: KV_ASSERT).
+//  1. every page in 1..page_count is either free (exactly once in the free list) or allocated,
+//     never both; page 0 is neither;
+//  2. free pages + allocated pages == page_count, and available_size() == free pages × page_size;
+//  3. free() accepts only host-resident vectors of this allocator's tier made of whole, aligned,
+//     allocated pages; anything else (residency, foreign, misaligned, out-of-range or double
+//     free) is a programmer error: KV_ASSERT, and the allocator is left unchanged.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/types.h"
 #include "core/pools/index_vector.h"
 
 namespace kvsim {
@@ -32,18 +37,27 @@ class PagedSlotAllocator {
 
   Tier tier() const { return tier_; }
   int32_t page_size() const { return page_size_; }
-  int64_t capacity() const { return page_count_ * page_size_; }  // usable tokens
+  int64_t page_count() const { return page_count_; }              // usable pages
+  int64_t capacity() const { return page_count_ * page_size_; }   // usable tokens
+  int64_t slot_count() const { return capacity() + page_size_; }  // pool slots, page 0 included
   int64_t available_size() const { return static_cast<int64_t>(free_pages_.size()) * page_size_; }
   bool is_allocated(SlotIndex slot) const;
-  // "" when consistent, else a description of the first problem.
+  // "" when consistent, else a description of the first problem (O(pages)).
   std::string check() const;
 
  private:
+  friend struct PagedSlotAllocatorTestPeer;  // tests corrupt the state to exercise check()
+
+  enum PageState : uint8_t { kFree = 0, kAllocated = 1, kFreeing = 2 };
+
+  // The problem with freeing the page that starts at slots[i], or "" (marks it kFreeing).
+  std::string claim_page_for_free(const IndexVector& slots, size_t i);
+
   Tier tier_;
   int32_t page_size_;
   int64_t page_count_;
   std::deque<int64_t> free_pages_;
-  std::vector<uint8_t> allocated_;  // per page, index 0 unused
+  std::vector<uint8_t> state_;  // PageState per page; index 0 is the reserved page
 };
 
 }  // namespace kvsim

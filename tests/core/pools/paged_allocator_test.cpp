@@ -5,7 +5,8 @@
 
 #include "core/backend/cpu_backend.h"
 #include "core/common/assert.h"
-#include "core/pools/kv_pool.h"
+#include "core/pools/device_kv_pool.h"
+#include "core/pools/host_kv_pool.h"
 
 namespace kvsim {
 namespace {
