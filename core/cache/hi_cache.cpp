@@ -3,6 +3,8 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/tree/mamba_component.h"
+#include "core/tree/swa_component.h"
 
 namespace kvsim {
 
@@ -31,6 +33,40 @@ HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* stora
   controller_ = std::make_unique<CacheController>(
       backend_, *device_pool_, *device_slots_, *host_pool_, *host_slots_,
       CacheControllerOptions{.page_size = options_.page_size});
+  if (options_.has_swa()) {
+    const int64_t dev =
+        options_.swa_device_tokens > 0 ? options_.swa_device_tokens : options_.device_tokens;
+    const int64_t host =
+        options_.swa_host_tokens > 0 ? options_.swa_host_tokens : options_.host_tokens;
+    KV_ASSERT(dev % page == 0 && host % page == 0, "SWA pool sizes must be page multiples");
+    side_[index_of(ComponentType::kSwa)] =
+        std::make_unique<SidePool>(backend_, PoolName::kSwa, ComponentType::kSwa,
+                                   SidePoolGeometry{.device_slots = dev,
+                                                    .host_slots = host,
+                                                    .page_size = options_.page_size,
+                                                    .layer_count = options_.layer_count,
+                                                    .item_bytes = options_.item_bytes,
+                                                    .host_layout = options_.host_layout});
+    tree_->add_component(std::make_unique<SwaComponent>(options_.swa_window_tokens));
+  }
+  if (options_.has_mamba()) {
+    KV_ASSERT(options_.mamba_state_bytes > 0 && options_.mamba_state_bytes % 8 == 0,
+              "mamba_state_bytes must be a positive multiple of 8");
+    const int64_t host = options_.mamba_host_states > 0 ? options_.mamba_host_states
+                                                        : 2 * options_.mamba_device_states;
+    side_[index_of(ComponentType::kMamba)] =
+        std::make_unique<SidePool>(backend_, PoolName::kMamba, ComponentType::kMamba,
+                                   SidePoolGeometry{.device_slots = options_.mamba_device_states,
+                                                    .host_slots = host,
+                                                    .page_size = 1,
+                                                    .layer_count = options_.mamba_layer_count,
+                                                    .item_bytes = options_.mamba_state_bytes,
+                                                    .host_layout = KVLayout::kLayerFirst});
+    tree_->add_component(std::make_unique<MambaComponent>());
+  }
+  for (const auto& side : side_) {
+    if (side) controller_->add_side_pool(side->name(), side->device_pool(), side->host_pool());
+  }
 }
 
 HiCache::~HiCache() = default;
@@ -39,9 +75,10 @@ MatchResult HiCache::match_prefix(Namespace ns, std::span<const Token> tokens) {
   return tree_->match_prefix(ns, tokens);
 }
 
-InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens,
-                             const IndexVector& value) {
-  InsertResult result = tree_->insert(ns, tokens, value);
+InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value,
+                             const AuxInsertValues& aux) {
+  InsertResult result = tree_->insert(ns, tokens, value, aux);
+  release_aux_insert(aux, result);
   const size_t page = static_cast<size_t>(options_.page_size);
   const size_t aligned = tokens.size() / page * page;
   // The tree adopted every slot past the device prefix: they are no longer request-owned.
@@ -101,13 +138,21 @@ int64_t HiCache::write_backup(TreeNode& node) {
       !node.parent->backed_up()) {
     return 0;  // backed-up nodes must form a root-closed prefix
   }
-  std::optional<IndexVector> host = controller_->write(*node.full().value, node.id);
+  const std::vector<PoolTransfer> extra = backup_transfers(node);
+  std::optional<IndexVector> host = controller_->write(*node.full().value, node.id, extra);
   if (!host) {
     evict_host(node.token_count() - host_slots_->available_size());
-    host = controller_->write(*node.full().value, node.id);
+    host = controller_->write(*node.full().value, node.id, extra);
   }
-  if (!host) return 0;
+  if (!host) {
+    for (const PoolTransfer& pt : extra)
+      side_[static_cast<size_t>(pt.pool)]->host_slots().free(pt.host_indices);
+    return 0;
+  }
   tree_->set_host_value(node, std::move(*host));
+  for (const PoolTransfer& pt : extra) {
+    tree_->set_aux_host_value(node, static_cast<ComponentType>(pt.pool), pt.host_indices);
+  }
   node.write_through_pending = node.id;
   // The source device slots must not be evicted while the copy reads them.
   pending_writes_[node.id] = PendingWrite{tree_->lock(node)};
@@ -120,18 +165,21 @@ int64_t HiCache::evict(int64_t device_tokens) {
   while (freed < device_tokens) {
     TreeNode* victim = tree_->next_device_victim();
     if (victim == nullptr) break;
-    const int64_t n = victim->token_count();
-    if (victim->backed_up()) {
-      device_slots_->free(tree_->demote(*victim));
-    } else if (options_.write_policy == WritePolicy::kWriteBack) {
-      evict_one_write_back(*victim);
-    } else {
-      device_slots_->free(tree_->remove_device_leaf(*victim));
-    }
-    freed += n;
+    freed += victim->token_count();
+    evict_device_victim(*victim);
   }
-  stats_.evicted_device_tokens += freed;
   return freed;
+}
+
+void HiCache::evict_device_victim(TreeNode& victim) {
+  stats_.evicted_device_tokens += victim.token_count();
+  if (victim.backed_up()) {
+    free_released(tree_->demote(victim));
+  } else if (options_.write_policy == WritePolicy::kWriteBack) {
+    evict_one_write_back(victim);
+  } else {
+    free_released(tree_->remove_device_leaf(victim));
+  }
 }
 
 void HiCache::evict_one_write_back(TreeNode& victim) {
@@ -139,11 +187,11 @@ void HiCache::evict_one_write_back(TreeNode& victim) {
   // device slots are freed right after.
   if (write_backup(victim) > 0) {
     flush();
-    device_slots_->free(tree_->demote(victim));
+    free_released(tree_->demote(victim));
     return;
   }
   KV_ASSERT(victim.children.empty(), "write_back victim without host room has children");
-  device_slots_->free(tree_->remove_device_leaf(victim));
+  free_released(tree_->remove_device_leaf(victim));
 }
 
 int64_t HiCache::evict_host(int64_t host_tokens) {
@@ -152,7 +200,7 @@ int64_t HiCache::evict_host(int64_t host_tokens) {
     TreeNode* victim = tree_->next_host_victim();
     if (victim == nullptr) break;
     freed += victim->token_count();
-    host_slots_->free(tree_->remove_host_leaf(*victim));
+    free_released(tree_->remove_host_leaf(*victim));
   }
   stats_.evicted_host_tokens += freed;
   return freed;

@@ -21,9 +21,11 @@
 //  5. [prefetch.accounting] prefetch_tokens_occupied equals the sum over live prefetches, and
 //     every prefetch's host slots are page-aligned with completed <= allocated;
 //  6. [stream_lifetime] the backend saw no buffer reused while a copy still used it;
+//  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
 //  plus every RadixTree invariant and each pool allocator's own check.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +34,7 @@
 
 #include "core/backend/backend.h"
 #include "core/cache/hi_cache_options.h"
+#include "core/cache/side_pool.h"
 #include "core/common/sanity.h"
 #include "core/pools/device_kv_pool.h"
 #include "core/pools/host_kv_pool.h"
@@ -45,6 +48,9 @@ namespace kvsim {
 struct LoadBackResult {
   IndexVector device_indices{Tier::kDevice, {}};  // newly loaded slots, root→leaf
   TreeNode* last_node = nullptr;                  // the request's new device anchor
+  bool loaded = false;                            // false: nothing was (or could be) loaded
+  int64_t swa_loaded_tokens = 0;                  // SWA slots loaded for the window
+  bool mamba_loaded = false;                      // the anchor's state was loaded
 };
 
 // A prefetch from storage into the host pool (SGLang's PrefetchOperation).
@@ -98,7 +104,10 @@ class HiCache {
   MatchResult match_prefix(Namespace ns, std::span<const Token> tokens);
   // Inserts the request's KV; applies the write policy to the nodes it hit. Slots of `value`
   // beyond prefix_len that the tree adopted stop being request-owned.
-  InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value);
+  // Hybrid models pass `aux` (see AuxInsertValues): the request's SWA slots and Mamba state
+  // that the tree does not adopt are freed here.
+  InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value,
+                      const AuxInsertValues& aux = {});
   LockRecord lock(TreeNode& node) { return tree_->lock(node); }
   void unlock(const LockRecord& record) { tree_->unlock(record); }
 
@@ -107,6 +116,23 @@ class HiCache {
   std::optional<IndexVector> alloc_device(int64_t tokens);
   void free_device(const IndexVector& slots);
   int64_t available_device_size() const;  // free device tokens (not counting evictable)
+
+  // --- Hybrid side pools (absent unless the options enable the component) ---
+  SidePool* side_pool(ComponentType type) { return side_[index_of(type)].get(); }
+  const SidePool* side_pool(ComponentType type) const { return side_[index_of(type)].get(); }
+  // SWA slots along the path to `node`, one per token; 0 where the node holds a tombstone.
+  IndexVector path_swa_slots(const TreeNode& node) const;
+  // Request-held SWA slots (page multiples) and Mamba states; evict the shortfall first.
+  std::optional<IndexVector> alloc_swa(int64_t tokens);
+  void free_swa(const IndexVector& slots);
+  std::optional<SlotIndex> alloc_mamba_state();
+  void free_mamba_state(SlotIndex slot);
+  // Copy-on-write of a matched state into the request's own slot, on the compute stream.
+  void copy_mamba_state(SlotIndex src, SlotIndex dst);
+  // Tombstones unlocked aux values (LRU first); a victim that is a device leaf is evicted
+  // whole. Return slots freed.
+  int64_t evict_swa(int64_t slots) { return evict_aux(ComponentType::kSwa, slots); }
+  int64_t evict_mamba(int64_t states) { return evict_aux(ComponentType::kMamba, states); }
 
   // --- Eviction ---
   int64_t evict(int64_t device_tokens);     // returns device tokens freed
@@ -163,6 +189,13 @@ class HiCache {
   };
 
   void apply_write_policy(const std::vector<TreeNode*>& hit_nodes);
+  void release_aux_insert(const AuxInsertValues& aux, const InsertResult& result);
+  int64_t evict_aux(ComponentType type, int64_t slots);
+  void evict_device_victim(TreeNode& victim);
+  void free_released(const ReleasedSlots& released);
+  std::optional<IndexVector> alloc_side_host(SidePool& pool, int64_t slots);
+  std::vector<PoolTransfer> backup_transfers(TreeNode& node);
+  void check_side_pools(SanityReport& report) const;
   std::optional<IndexVector> alloc_host(int64_t tokens);
   void finish_write_ack(const TransferAck& ack);
   void finish_load_ack(const TransferAck& ack);
@@ -190,7 +223,8 @@ class HiCache {
   std::unique_ptr<HostKVPool> host_pool_;
   std::unique_ptr<RadixTree> tree_;
   std::unique_ptr<CacheController> controller_;
-  std::set<SlotIndex> request_slots_;  // device slots held by requests
+  std::array<std::unique_ptr<SidePool>, kComponentTypesMax> side_;  // by ComponentType
+  std::set<SlotIndex> request_slots_;                               // device slots held by requests
   std::map<NodeId, PendingWrite> pending_writes_;
   std::map<NodeId, PendingLoad> pending_loads_;
   std::map<RequestId, PrefetchOp> prefetches_;

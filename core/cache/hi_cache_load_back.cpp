@@ -1,10 +1,22 @@
-// HiCache load-back: bring the evicted bottom segment of a matched path back to the device.
+// HiCache load-back: bring the evicted bottom segment of a matched path back to the device,
+// with what the auxiliary components need there (the SWA window, the Mamba state).
 #include <algorithm>
 
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "core/tree/swa_component.h"
 
 namespace kvsim {
+namespace {
+
+const SwaComponent* find_swa(const RadixTree& tree) {
+  for (const auto& c : tree.components()) {
+    if (c->type() == ComponentType::kSwa) return static_cast<const SwaComponent*>(c.get());
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
                                        std::optional<int64_t> mem_quota) {
@@ -17,33 +29,113 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     chain.push_back(ancestor);
     ancestor = ancestor->parent;
   }
-  LoadBackResult result;
-  result.last_node = ancestor;
-  if (chain.empty()) {
-    result.last_node = &best_match_node;
-    return result;
-  }
   std::reverse(chain.begin(), chain.end());  // root→leaf
+
+  // SWA: only the window ending at the anchor, never past its reset point (seed 002).
+  std::vector<TreeNode*> swa_nodes;
+  if (const SwaComponent* swa = find_swa(*tree_)) {
+    for (TreeNode* n : swa->window_nodes(best_match_node)) {
+      if (n->has_device(ComponentType::kSwa)) continue;
+      KV_ASSERT(n->has_host(ComponentType::kSwa), "SWA load-back walked into node " +
+                                                      std::to_string(n->id) +
+                                                      " with neither device nor host value");
+      swa_nodes.push_back(n);
+    }
+    std::reverse(swa_nodes.begin(), swa_nodes.end());
+  }
+  // Mamba: the anchor's own state.
+  const bool mamba_needed = side_pool(ComponentType::kMamba) != nullptr &&
+                            !best_match_node.is_root() &&
+                            !best_match_node.has_device(ComponentType::kMamba);
+  if (mamba_needed) {
+    KV_ASSERT(best_match_node.has_host(ComponentType::kMamba),
+              "Mamba load-back anchored on a node without a state");
+  }
+
+  LoadBackResult result;
+  result.last_node = chain.empty() ? &best_match_node : ancestor;
+  if (chain.empty() && swa_nodes.empty() && !mamba_needed) return result;
+
   IndexVector host_indices(Tier::kHost, {});
   for (TreeNode* n : chain)
     host_indices.append(*n->full().host_value);
   const auto tokens = static_cast<int64_t>(host_indices.size());
-  if (tokens < options_.load_back_threshold_tokens) return result;
+  if (!chain.empty() && tokens < options_.load_back_threshold_tokens) return result;
   if (mem_quota && tokens > *mem_quota) return result;
 
-  // Keep the device ancestors from being evicted while we make room, and the host copies
-  // from being host-evicted until the load's ack.
+  // Keep the device ancestors (and the SWA values already in the window) from being evicted
+  // while we make room, and the host copies from being host-evicted until the load's ack.
   const LockRecord ancestor_lock = tree_->lock(*ancestor);
-  for (TreeNode* n : chain)
+  std::vector<TreeNode*> swa_pinned;
+  if (find_swa(*tree_) != nullptr) {
+    for (TreeNode* n : find_swa(*tree_)->window_nodes(best_match_node)) {
+      if (!n->has_device(ComponentType::kSwa)) continue;
+      tree_->inc_aux_lock(*n, ComponentType::kSwa);
+      swa_pinned.push_back(n);
+    }
+  }
+  std::vector<TreeNode*> host_protected = chain;
+  for (TreeNode* n : swa_nodes) {
+    if (std::find(chain.begin(), chain.end(), n) == chain.end()) host_protected.push_back(n);
+  }
+  if (mamba_needed && chain.empty() &&
+      std::find(host_protected.begin(), host_protected.end(), &best_match_node) ==
+          host_protected.end()) {
+    host_protected.push_back(&best_match_node);
+  }
+  for (TreeNode* n : host_protected)
     tree_->protect_host(*n);
-  std::optional<IndexVector> device = controller_->load(host_indices, best_match_node.id);
-  if (!device) {
-    evict(tokens - device_slots_->available_size());
-    device = controller_->load(host_indices, best_match_node.id);
+
+  // Side-pool slots first (pre-allocation), rolled back if the main load cannot be placed.
+  std::vector<PoolTransfer> extra;
+  bool ok = true;
+  if (!swa_nodes.empty()) {
+    IndexVector swa_host(Tier::kHost, {});
+    std::vector<NodeId> ids;
+    for (TreeNode* n : swa_nodes) {
+      swa_host.append(*n->component(ComponentType::kSwa).host_value);
+      ids.push_back(n->id);
+    }
+    std::optional<IndexVector> dev = alloc_swa(static_cast<int64_t>(swa_host.size()));
+    if (dev) {
+      extra.push_back(PoolTransfer{.pool = PoolName::kSwa,
+                                   .host_indices = std::move(swa_host),
+                                   .device_indices = std::move(*dev),
+                                   .hit_policy = PoolHitPolicy::kTrailingPages,
+                                   .nodes = std::move(ids)});
+    } else {
+      ok = false;
+    }
+  }
+  if (ok && mamba_needed) {
+    std::optional<SlotIndex> state = alloc_mamba_state();
+    if (state) {
+      extra.push_back(
+          PoolTransfer{.pool = PoolName::kMamba,
+                       .host_indices = *best_match_node.component(ComponentType::kMamba).host_value,
+                       .device_indices = IndexVector(Tier::kDevice, {*state}),
+                       .hit_policy = PoolHitPolicy::kTrailingPages,
+                       .nodes = {best_match_node.id}});
+    } else {
+      ok = false;
+    }
+  }
+  std::optional<IndexVector> device;
+  if (ok) {
+    device = controller_->load(host_indices, best_match_node.id, extra);
+    if (!device) {
+      evict(tokens - device_slots_->available_size());
+      device = controller_->load(host_indices, best_match_node.id, extra);
+    }
   }
   tree_->unlock(ancestor_lock);
+  for (TreeNode* n : swa_pinned)
+    tree_->dec_aux_lock(*n, ComponentType::kSwa);
   if (!device) {
-    for (TreeNode* n : chain)
+    for (const PoolTransfer& pt : extra) {  // roll the pre-allocations back
+      side_[static_cast<size_t>(pt.pool)]->free_from_request(pt.device_indices);
+    }
+    for (TreeNode* n : host_protected)
       tree_->release_host(*n);
     return result;
   }
@@ -54,8 +146,25 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     const size_t len = n->key.size();
     tree_->set_device_value(*n, device->slice(offset, offset + len));
     offset += len;
-    pending.protected_nodes.push_back(n->id);
   }
+  for (const PoolTransfer& pt : extra) {
+    SidePool& pool = *side_[static_cast<size_t>(pt.pool)];
+    const ComponentType type = pool.component();
+    size_t at = 0;
+    for (NodeId id : pt.nodes) {
+      TreeNode* n = tree_->find(id);
+      const size_t len = type == ComponentType::kMamba ? 1 : n->key.size();
+      IndexVector slots = pt.device_indices.slice(at, at + len);
+      for (SlotIndex s : slots.slots())
+        pool.adopt(s);
+      tree_->set_aux_value(*n, type, std::move(slots));
+      at += len;
+    }
+    if (type == ComponentType::kSwa) result.swa_loaded_tokens = static_cast<int64_t>(at);
+    if (type == ComponentType::kMamba) result.mamba_loaded = true;
+  }
+  for (TreeNode* n : host_protected)
+    pending.protected_nodes.push_back(n->id);
   // The new device slots are written by the pending copy: no eviction until its ack.
   pending.lock = tree_->lock(best_match_node);
   KV_ASSERT(pending_loads_.count(best_match_node.id) == 0, "two loads for one node");
@@ -63,6 +172,7 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   stats_.load_back_tokens += tokens;
   result.device_indices = std::move(*device);
   result.last_node = &best_match_node;
+  result.loaded = true;
   return result;
 }
 

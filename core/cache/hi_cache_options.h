@@ -43,6 +43,19 @@ struct HiCacheOptions {
   uint64_t prefetch_timeout_max_ticks = 30000;         // 30 s cap
   int64_t storage_batch_pages = 128;                   // pages per storage I/O batch
 
+  // Hybrid models (0 = component absent). SWA KV lives in its own pools with the main pool's
+  // layer count and item size; a Mamba state is mamba_layer_count × mamba_state_bytes.
+  int64_t swa_window_tokens = 0;
+  int64_t swa_device_tokens = 0;  // 0: same as device_tokens
+  int64_t swa_host_tokens = 0;    // 0: same as host_tokens
+  int64_t mamba_device_states = 0;
+  int64_t mamba_host_states = 0;  // 0: twice mamba_device_states
+  int32_t mamba_layer_count = 2;
+  size_t mamba_state_bytes = 64;  // per layer; a multiple of 8
+
+  bool has_swa() const { return swa_window_tokens > 0; }
+  bool has_mamba() const { return mamba_device_states > 0; }
+
   int64_t write_through_threshold() const {
     return write_policy == WritePolicy::kWriteThroughSelective ? 2 : 1;
   }

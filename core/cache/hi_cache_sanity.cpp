@@ -56,6 +56,7 @@ void HiCache::sanity_check(SanityReport& report) const {
   const std::string host_problem = host_slots_->check();
   if (!host_problem.empty()) report.add("slots.host_allocator", host_problem);
   check_slot_ownership(report);
+  check_side_pools(report);
   check_inflight(report);
   for (const BackendViolation& v : backend_.violations()) {
     report.add("stream_lifetime", v.kind + ": " + v.detail);
@@ -81,6 +82,30 @@ void HiCache::check_slot_ownership(SanityReport& report) const {
   }
   device.check_unowned(report);
   host.check_unowned(report);
+}
+
+void HiCache::check_side_pools(SanityReport& report) const {
+  for (const auto& pool : side_) {
+    if (!pool) continue;
+    const std::string name(to_string(pool->name()));
+    const std::string device_problem = pool->device_slots().check();
+    if (!device_problem.empty()) report.add("slots." + name + "_device_allocator", device_problem);
+    const std::string host_problem = pool->host_slots().check();
+    if (!host_problem.empty()) report.add("slots." + name + "_host_allocator", host_problem);
+    OwnershipMap device(pool->device_slots(), "slots." + name + "_device_ownership");
+    OwnershipMap host(pool->host_slots(), "slots." + name + "_host_ownership");
+    const ComponentType type = pool->component();
+    tree_->for_each_node([&](const TreeNode& n) {
+      const ComponentData& d = n.component(type);
+      if (d.value) device.own(*d.value, "tree node", n.id, report);
+      if (d.host_value) host.own(*d.host_value, "tree node", n.id, report);
+    });
+    device.own(
+        IndexVector(Tier::kDevice, {pool->request_slots().begin(), pool->request_slots().end()}),
+        "request", std::nullopt, report);
+    device.check_unowned(report);
+    host.check_unowned(report);
+  }
 }
 
 void HiCache::check_inflight(SanityReport& report) const {

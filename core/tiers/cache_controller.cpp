@@ -1,5 +1,6 @@
 #include "core/tiers/cache_controller.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/common/assert.h"
@@ -74,7 +75,58 @@ void CacheController::release_after(const ResolvedIndices& indices, StreamId str
   backend_.free(indices.dst.device_block());
 }
 
-std::optional<IndexVector> CacheController::write(const IndexVector& device_indices, NodeId node) {
+void CacheController::add_side_pool(PoolName name, DeviceKVPool& device_pool,
+                                    HostKVPool& host_pool) {
+  KV_ASSERT(name != PoolName::kKv, "the main KV pool is not a side pool");
+  KV_ASSERT(device_pool.layer_count() == host_pool.layer_count() &&
+                device_pool.item_bytes() == host_pool.item_bytes(),
+            "side pool device and host geometry differ");
+  side_pools_[static_cast<size_t>(name)] = SidePoolViews{&device_pool, &host_pool};
+}
+
+bool CacheController::has_side_pool(PoolName name) const {
+  return side_pools_[static_cast<size_t>(name)].device != nullptr;
+}
+
+std::vector<ResolvedPoolTransfer> CacheController::resolve_pool_transfers(
+    const std::vector<PoolTransfer>& transfers, bool to_host) {
+  std::vector<ResolvedPoolTransfer> resolved;
+  for (const PoolTransfer& pt : transfers) {
+    KV_ASSERT(has_side_pool(pt.pool),
+              "transfer for unregistered pool " + std::string(to_string(pt.pool)));
+    KV_ASSERT(pt.host_indices.size() == pt.device_indices.size(),
+              "pool transfer sides differ in length");
+    if (pt.host_indices.empty()) continue;
+    // New objects, never written back into `pt` or into the tree state it was copied from.
+    resolved.push_back(ResolvedPoolTransfer{
+        .pool = pt.pool,
+        .to_host = to_host,
+        .indices = to_host ? move_indices(pt.device_indices, pt.host_indices)
+                           : move_indices(pt.host_indices, pt.device_indices)});
+  }
+  return resolved;
+}
+
+void CacheController::issue_pool_transfers(StreamId stream,
+                                           const std::vector<ResolvedPoolTransfer>& resolved,
+                                           const std::string& label) {
+  for (const ResolvedPoolTransfer& rt : resolved) {
+    const SidePoolViews& pool = side_pools_[static_cast<size_t>(rt.pool)];
+    KVTransfer t{.src = rt.to_host ? pool.device->view() : pool.host->view(),
+                 .dst = rt.to_host ? pool.host->view() : pool.device->view(),
+                 .src_indices = rt.indices.src.device_block(),
+                 .dst_indices = rt.indices.dst.device_block(),
+                 .count = rt.indices.src.size(),
+                 .layer_begin = 0,
+                 .layer_end = pool.device->layer_count(),
+                 .label = label + " " + std::string(to_string(rt.pool))};
+    backend_.transfer_kv_async(stream, t);
+    release_after(rt.indices, stream);  // seed 000: side-pool indices too
+  }
+}
+
+std::optional<IndexVector> CacheController::write(const IndexVector& device_indices, NodeId node,
+                                                  const std::vector<PoolTransfer>& extra) {
   KV_ASSERT(device_indices.tier() == Tier::kDevice, "write takes device slots");
   KV_ASSERT(device_indices.size() % static_cast<size_t>(options_.page_size) == 0,
             "The requested size should be a multiple of the page size.");
@@ -83,6 +135,7 @@ std::optional<IndexVector> CacheController::write(const IndexVector& device_indi
   const OpId id = next_op_id_++;
   const std::string label = "write op " + std::to_string(id);
   ResolvedIndices moved = move_indices(device_indices, *host);
+  const std::vector<ResolvedPoolTransfer> side = resolve_pool_transfers(extra, /*to_host=*/true);
   const EventId start = backend_.record_event(backend_.compute_stream());
   backend_.wait_event(write_stream_, start);
   KVTransfer t{.src = device_pool_.view(),
@@ -94,21 +147,25 @@ std::optional<IndexVector> CacheController::write(const IndexVector& device_indi
                .layer_end = device_pool_.view().layer_count,
                .label = label};
   backend_.transfer_kv_async(write_stream_, t);
-  const EventId finish = backend_.record_event(write_stream_);
   release_after(moved, write_stream_);
+  issue_pool_transfers(write_stream_, side, label);
+  const EventId finish = backend_.record_event(write_stream_);
   write_acks_.push_back(
       TransferAck{id, {node}, static_cast<int64_t>(device_indices.size()), finish});
   return host;
 }
 
-std::optional<IndexVector> CacheController::load(const IndexVector& host_indices, NodeId node) {
+std::optional<IndexVector> CacheController::load(const IndexVector& host_indices, NodeId node,
+                                                 const std::vector<PoolTransfer>& extra) {
   KV_ASSERT(host_indices.tier() == Tier::kHost, "load takes host slots");
   KV_ASSERT(host_indices.size() % static_cast<size_t>(options_.page_size) == 0,
             "The requested size should be a multiple of the page size.");
+  KV_ASSERT(!host_indices.empty() || !extra.empty(), "load of nothing");
   std::optional<IndexVector> device =
-      device_slots_.alloc(static_cast<int64_t>(host_indices.size()));
+      host_indices.empty() ? IndexVector(Tier::kDevice, {})
+                           : device_slots_.alloc(static_cast<int64_t>(host_indices.size()));
   if (!device) return std::nullopt;
-  load_queue_.push_back(QueuedLoad{next_op_id_++, host_indices, *device, node});
+  load_queue_.push_back(QueuedLoad{next_op_id_++, host_indices, *device, node, extra});
   return device;
 }
 
@@ -119,24 +176,52 @@ int CacheController::start_loading() {
   IndexVector device(Tier::kDevice, {});
   TransferAck ack;
   ack.id = load_queue_.front().id;
+  // Side-pool transfers merged per pool, in pool order (SGLang merges per pool name).
+  std::vector<PoolTransfer> extra;
   for (const QueuedLoad& op : load_queue_) {
     host.append(op.host_indices);
     device.append(op.device_indices);
     ack.node_ids.push_back(op.node);
+    for (const PoolTransfer& pt : op.extra) {
+      auto it = std::find_if(extra.begin(), extra.end(),
+                             [&](const PoolTransfer& e) { return e.pool == pt.pool; });
+      if (it == extra.end()) {
+        extra.push_back(pt);
+        continue;
+      }
+      it->host_indices.append(pt.host_indices);
+      it->device_indices.append(pt.device_indices);
+      it->nodes.insert(it->nodes.end(), pt.nodes.begin(), pt.nodes.end());
+    }
   }
+  std::sort(extra.begin(), extra.end(),
+            [](const PoolTransfer& a, const PoolTransfer& b) { return a.pool < b.pool; });
   load_queue_.clear();
   ack.tokens = static_cast<int64_t>(host.size());
   const std::string label = "load op " + std::to_string(ack.id);
-  ResolvedIndices moved = move_indices(host, device);
+  // Index uploads go on the compute stream, so resolve before recording the start event.
+  const std::vector<ResolvedPoolTransfer> side = resolve_pool_transfers(extra, /*to_host=*/false);
+  std::optional<ResolvedIndices> moved;
+  if (!host.empty()) moved = move_indices(host, device);
   // After every compute already enqueued: it may still read the recycled device slots.
   const EventId start = backend_.record_event(backend_.compute_stream());
   backend_.wait_event(load_stream_, start);
+  // Side pools first, so layer 0's event also covers them (a forward needs both).
+  issue_pool_transfers(load_stream_, side, label);
+  if (!moved) {  // an aux-only load (e.g. a Mamba state under a device-resident prefix)
+    for (int32_t layer = 0; layer < device_pool_.view().layer_count; ++layer) {
+      layer_done_.set_layer_event(producer, layer, backend_.record_event(load_stream_));
+    }
+    ack.finish = backend_.record_event(load_stream_);
+    load_acks_.push_back(std::move(ack));
+    return producer;
+  }
   const int32_t layers = device_pool_.view().layer_count;
   for (int32_t layer = 0; layer < layers; ++layer) {
     KVTransfer t{.src = host_pool_.view(),
                  .dst = device_pool_.view(),
-                 .src_indices = moved.src.device_block(),
-                 .dst_indices = moved.dst.device_block(),
+                 .src_indices = moved->src.device_block(),
+                 .dst_indices = moved->dst.device_block(),
                  .count = host.size(),
                  .layer_begin = layer,
                  .layer_end = layer + 1,
@@ -145,7 +230,7 @@ int CacheController::start_loading() {
     layer_done_.set_layer_event(producer, layer, backend_.record_event(load_stream_));
   }
   ack.finish = backend_.record_event(load_stream_);
-  release_after(moved, load_stream_);
+  release_after(*moved, load_stream_);
   load_acks_.push_back(std::move(ack));
   return producer;
 }

@@ -17,7 +17,9 @@
 //     (seed 000), so the caching allocator cannot hand it out while the copy is pending;
 //  2. move_indices never mutates its inputs: it returns new device-resident objects (seed 001);
 //  3. source and destination slots of a pending op stay allocated until its ack is consumed
-//     (the caller holds a lock or host protection on the nodes; pending_ops() lists them).
+//     (the caller holds a lock or host protection on the nodes; pending_ops() lists them);
+//  4. side-pool transfers (PoolTransfer) obey 1 and 2 exactly like the main KV indices: each
+//     is resolved into new objects and each resolved buffer is recorded on the copy stream.
 #pragma once
 
 #include <array>
@@ -32,6 +34,7 @@
 #include "core/pools/host_kv_pool.h"
 #include "core/pools/index_vector.h"
 #include "core/pools/paged_allocator.h"
+#include "core/tiers/pool_transfer.h"
 
 namespace kvsim {
 
@@ -69,6 +72,13 @@ class LayerDoneCounter {
   std::array<std::vector<EventId>, kSlots> events_;
 };
 
+// A side-pool transfer ready for a kernel: the copy direction's src/dst index objects.
+struct ResolvedPoolTransfer {
+  PoolName pool = PoolName::kSwa;
+  bool to_host = false;
+  ResolvedIndices indices;
+};
+
 struct CacheControllerOptions {
   int32_t page_size = 1;
 };
@@ -79,12 +89,19 @@ class CacheController {
                   HostKVPool& host_pool, PagedSlotAllocator& host_slots,
                   CacheControllerOptions options);
 
-  // Device→host backup of `device_indices` for `node`; returns the new host slots, or nullopt
-  // when the host pool is full (nothing launched).
-  std::optional<IndexVector> write(const IndexVector& device_indices, NodeId node);
-  // Queues a host→device load for `node`; returns the new device slots, or nullopt when the
-  // device pool is full (nothing queued).
-  std::optional<IndexVector> load(const IndexVector& host_indices, NodeId node);
+  // Registers a side pool (SWA, Mamba state, ...) that operations may carry transfers for.
+  void add_side_pool(PoolName name, DeviceKVPool& device_pool, HostKVPool& host_pool);
+  bool has_side_pool(PoolName name) const;
+
+  // Device→host backup of `device_indices` for `node`, plus `extra` side-pool transfers whose
+  // slots the caller allocated; returns the new host slots, or nullopt when the host pool is
+  // full (nothing launched).
+  std::optional<IndexVector> write(const IndexVector& device_indices, NodeId node,
+                                   const std::vector<PoolTransfer>& extra = {});
+  // Queues a host→device load for `node` (and its side-pool transfers); returns the new device
+  // slots, or nullopt when the device pool is full (nothing queued).
+  std::optional<IndexVector> load(const IndexVector& host_indices, NodeId node,
+                                  const std::vector<PoolTransfer>& extra = {});
   // Issues all queued loads as one copy; returns the producer index, or -1 if none queued.
   int start_loading();
 
@@ -98,6 +115,14 @@ class CacheController {
   // enqueued on the compute stream. The caller records both on `stream` and frees them.
   ResolvedIndices move_indices(const IndexVector& src, const IndexVector& dst);
   void release_after(const ResolvedIndices& indices, StreamId stream);
+  // Resolves side-pool transfers into new device-resident index objects (uploads on the
+  // compute stream, so call it before recording the event the copy stream waits on), then
+  // enqueues their copies on `stream` (all layers) and releases every buffer after its copy
+  // (invariants 1, 2, 4).
+  std::vector<ResolvedPoolTransfer> resolve_pool_transfers(
+      const std::vector<PoolTransfer>& transfers, bool to_host);
+  void issue_pool_transfers(StreamId stream, const std::vector<ResolvedPoolTransfer>& resolved,
+                            const std::string& label);
 
   size_t pending_writes() const { return write_acks_.size(); }
   size_t pending_loads() const { return load_acks_.size() + load_queue_.size(); }
@@ -117,6 +142,11 @@ class CacheController {
     IndexVector host_indices;
     IndexVector device_indices;
     NodeId node;
+    std::vector<PoolTransfer> extra;
+  };
+  struct SidePoolViews {
+    DeviceKVPool* device = nullptr;
+    HostKVPool* host = nullptr;
   };
   Block upload_indices(const IndexVector& indices, const std::string& label);
   std::vector<TransferAck> pop_completed(std::deque<TransferAck>& queue);
@@ -130,6 +160,7 @@ class CacheController {
   StreamId write_stream_;
   StreamId load_stream_;
   LayerDoneCounter layer_done_;
+  std::array<SidePoolViews, kPoolNamesMax> side_pools_{};
   std::vector<QueuedLoad> load_queue_;
   std::deque<TransferAck> write_acks_;
   std::deque<TransferAck> load_acks_;

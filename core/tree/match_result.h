@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/pools/index_vector.h"
@@ -25,6 +26,17 @@ struct MatchResult {
   int64_t device_hit_length() const { return static_cast<int64_t>(device_indices.size()); }
 };
 
+// What a request hands to insert besides its full-attention slots (hybrid models).
+struct AuxInsertValues {
+  // SWA slots, one per token of the aligned key; slot 0 (the reserved padding slot) means the
+  // request holds none for that position (it used the tree's, or dropped it).
+  std::optional<IndexVector> swa;
+  // A Mamba state slot holding the recurrent state after the last aligned token, or nullopt.
+  std::optional<SlotIndex> mamba;
+  // Positions from here on hold the request's own slots; before it, the tree's (its match).
+  size_t owned_from = 0;
+};
+
 struct InsertResult {
   // Tokens of the key that were already cached on device: the caller owns duplicate slots
   // for [protected_len, prefix_len) and must free them.
@@ -33,6 +45,9 @@ struct InsertResult {
   TreeNode* last_node = nullptr;
   // Nodes whose hit count this insert raised, root→leaf (for write-through policies).
   std::vector<TreeNode*> hit_nodes;
+  // Auxiliary slots the tree adopted from AuxInsertValues; the caller frees the rest.
+  std::vector<SlotIndex> swa_adopted;
+  bool mamba_adopted = false;
 };
 
 struct HostInsertResult {

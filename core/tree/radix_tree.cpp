@@ -185,12 +185,26 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
 }
 
 InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
-                               const IndexVector& value) {
+                               const IndexVector& value, const AuxInsertValues& aux) {
   const auto page = static_cast<size_t>(options_.page_size);
   const size_t aligned = tokens.size() / page * page;
   KV_ASSERT(value.tier() == Tier::kDevice, "insert needs device slots");
   KV_ASSERT(value.size() >= aligned, "insert value shorter than its key");
+  KV_ASSERT(!aux.swa || (has_component(ComponentType::kSwa) && aux.swa->size() >= aligned),
+            "SWA insert values need the SWA component and one slot per token");
+  KV_ASSERT(!aux.mamba || has_component(ComponentType::kMamba), "Mamba value without component");
   InsertResult result;
+  // The request's SWA slots for [pos, pos + n) become the node's value when it owns them all.
+  auto adopt_swa = [&](TreeNode& node, size_t pos, size_t n) {
+    if (!aux.swa || node.has_device(ComponentType::kSwa) || node.evicted() || pos < aux.owned_from)
+      return;
+    IndexVector slots = aux.swa->slice(pos, pos + n);
+    for (SlotIndex s : slots.slots()) {
+      if (s == 0) return;  // the request dropped part of this node's window
+    }
+    result.swa_adopted.insert(result.swa_adopted.end(), slots.slots().begin(), slots.slots().end());
+    set_aux_value(node, ComponentType::kSwa, std::move(slots));
+  };
   TreeNode* node = root_.get();
   size_t pos = 0;
   while (pos < aligned) {
@@ -200,12 +214,14 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
     if (child == nullptr) break;
     if (child->evicted()) {
       // KV recomputed after eviction: the request's slots become the node's value again.
+      KV_ASSERT(pos >= aux.owned_from, "request matched a node that is evicted now");
       set_device_value(*child, value.slice(pos, pos + n));
     } else {
       result.prefix_len += static_cast<int64_t>(n);
       bump_hit_count(*child);
       result.hit_nodes.push_back(child);
     }
+    adopt_swa(*child, pos, n);
     touch(*child);
     pos += n;
     node = child;
@@ -215,9 +231,14 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
                               std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
                                                  tokens.begin() + static_cast<ptrdiff_t>(aligned)));
     set_device_value(*leaf, value.slice(pos, aligned));
+    adopt_swa(*leaf, pos, aligned - pos);
     bump_hit_count(*leaf);
     result.hit_nodes.push_back(leaf);
     node = leaf;
+  }
+  if (aux.mamba && !node->is_root() && !node->has_device(ComponentType::kMamba)) {
+    set_aux_value(*node, ComponentType::kMamba, IndexVector(Tier::kDevice, {*aux.mamba}));
+    result.mamba_adopted = true;
   }
   result.last_node = node;
   return result;
@@ -323,32 +344,38 @@ TreeNode* RadixTree::next_host_victim() const {
   return host_leaves_.empty() ? nullptr : host_leaves_.begin()->second;
 }
 
-IndexVector RadixTree::demote(TreeNode& node) {
+ReleasedSlots RadixTree::demote(TreeNode& node) {
   KV_ASSERT(is_device_leaf(node), "demote of a node that is not an evictable device leaf");
   KV_ASSERT(node.backed_up(), "demote of a node without a host copy");
-  IndexVector slots = std::move(*node.full().value);
+  ReleasedSlots out;
+  release_aux(node, out, /*device=*/true, /*host=*/false);
+  out.device[0] = std::move(*node.full().value);
   node.full().value.reset();
   evictable_size_ -= node.token_count();
   refresh_leaf_and_parent(node);
-  return slots;
+  return out;
 }
 
-IndexVector RadixTree::remove_device_leaf(TreeNode& node) {
+ReleasedSlots RadixTree::remove_device_leaf(TreeNode& node) {
   KV_ASSERT(is_device_leaf(node), "non-leaf, node " + std::to_string(node.id));
   KV_ASSERT(node.children.empty(), "non-leaf, node " + std::to_string(node.id));
   KV_ASSERT(!node.backed_up(), "remove of a backed-up node would leak its host slots");
-  IndexVector slots = std::move(*node.full().value);
+  ReleasedSlots out;
+  release_aux(node, out, /*device=*/true, /*host=*/true);
+  out.device[0] = std::move(*node.full().value);
   node.full().value.reset();
   evictable_size_ -= node.token_count();
   detach(node);
-  return slots;
+  return out;
 }
 
-IndexVector RadixTree::remove_host_leaf(TreeNode& node) {
+ReleasedSlots RadixTree::remove_host_leaf(TreeNode& node) {
   KV_ASSERT(is_host_leaf(node), "node " + std::to_string(node.id) + " is not an H-leaf");
-  IndexVector slots = std::move(*node.full().host_value);
+  ReleasedSlots out;
+  release_aux(node, out, /*device=*/true, /*host=*/true);
+  out.host[0] = std::move(*node.full().host_value);
   detach(node);
-  return slots;
+  return out;
 }
 
 void RadixTree::set_device_value(TreeNode& node, IndexVector value) {
@@ -423,6 +450,7 @@ void RadixTree::file_host_leaf(TreeNode& node, bool member) {
 void RadixTree::refresh_leaf(TreeNode& node) {
   file_device_leaf(node, is_device_leaf(node));
   file_host_leaf(node, is_host_leaf(node));
+  file_aux(node);
 }
 
 void RadixTree::refresh_leaf_and_parent(TreeNode& node) {
@@ -434,6 +462,10 @@ void RadixTree::detach(TreeNode& node) {
   KV_ASSERT(!node.is_root() && node.children.empty(), "detach of a non-leaf");
   file_device_leaf(node, false);
   file_host_leaf(node, false);
+  for (size_t t = 1; t < kComponentTypesMax; ++t) {
+    KV_ASSERT(!node.data[t].value && !node.data[t].host_value, "detach of a node with aux slots");
+    if (node.aux_key[t]) aux_victims_[t].erase(*node.aux_key[t]);
+  }
   TreeNode* parent = node.parent;
   nodes_.erase(node.id);
   const size_t erased = parent->children.erase(child_key(node.ns, node.key));
@@ -463,6 +495,7 @@ std::vector<Token> RadixTree::prefix_tokens(const TreeNode& node) {
 void RadixTree::sanity_check(SanityReport& report) const {
   check_shape(report);
   check_accounting(report);
+  check_aux(report);
   for (const auto& c : components_)
     c->sanity_check(*this, report);
 }

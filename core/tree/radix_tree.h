@@ -16,11 +16,15 @@
 //  5. [tree.size_accounting] evictable_size and protected_size equal their recomputed sums;
 //  6. [tree.leaf_set] device and host leaf sets equal their definitions and are disjoint;
 //  7. [tree.backup_contiguity] (write-through modes) a backed-up node has a backed-up parent;
-//  8. [tree.hash_shape] hash_value is empty or has one digest per page.
+//  8. [tree.hash_shape] hash_value is empty or has one digest per page;
+//  9. [tree.aux] an auxiliary device value implies a full device value and an auxiliary host
+//     value a full host value; aux lock_ref > 0 only with a device value; aux evictable and
+//     protected sizes and victim sets equal their definitions. Components add their own.
 //
 // Thread-safety: none; one scheduler thread calls it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -66,7 +70,10 @@ class RadixTree {
   MatchResult match_prefix(Namespace ns, std::span<const Token> tokens);
   // Inserts the page-aligned prefix of `tokens` with device slots `value` (same length).
   // Evicted nodes on the path get their device value back from `value`.
-  InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value);
+  // Hybrid models pass `aux`: SWA tombstones on nodes the request computed itself are revived
+  // with its SWA slots, and the last node takes its Mamba state if it has none.
+  InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value,
+                      const AuxInsertValues& aux = {});
   // Inserts host-only nodes for `tokens` (a continuation of `anchor`'s path) with host slots
   // `host_value`, as a storage prefetch does. Descends existing nodes; stops before a node
   // without a host copy. The caller frees host slots of present and refused tokens.
@@ -83,10 +90,11 @@ class RadixTree {
   // --- Residency changes; each returns the slots the caller must free ---
   TreeNode* next_device_victim() const;  // lowest-priority unlocked device leaf, or nullptr
   TreeNode* next_host_victim() const;    // lowest-priority host-only leaf, or nullptr
-  IndexVector demote(TreeNode& node);    // backed-up device leaf → host-only; device slots
-  IndexVector remove_device_leaf(TreeNode& node);  // not-backed-up leaf removed; device slots
-  IndexVector remove_host_leaf(TreeNode& node);    // host-only leaf removed; host slots
-  void set_device_value(TreeNode& node, IndexVector value);     // load-back target
+  // Each of these takes every component's slots of the kind it drops off the node.
+  ReleasedSlots demote(TreeNode& node);                      // backed-up device leaf → host-only
+  ReleasedSlots remove_device_leaf(TreeNode& node);          // not-backed-up device leaf removed
+  ReleasedSlots remove_host_leaf(TreeNode& node);            // host-only leaf removed
+  void set_device_value(TreeNode& node, IndexVector value);  // load-back target
   void set_host_value(TreeNode& node, IndexVector host_value);  // backup target
   void touch(TreeNode& node);  // refresh the access time (and leaf order)
   void bump_hit_count(TreeNode& node);
@@ -94,6 +102,18 @@ class RadixTree {
   // For components: full-attention lock counting with accounting and leaf upkeep.
   void inc_full_lock(TreeNode& node);
   void dec_full_lock(TreeNode& node);
+
+  // --- Auxiliary components (SWA, Mamba): values that can be tombstoned on their own ---
+  bool has_component(ComponentType type) const;
+  void set_aux_value(TreeNode& node, ComponentType type, IndexVector value);  // revive
+  IndexVector take_aux_value(TreeNode& node, ComponentType type);             // tombstone
+  void set_aux_host_value(TreeNode& node, ComponentType type, IndexVector host_value);
+  // Least recently used node holding an unlocked device value of `type`, or nullptr.
+  TreeNode* next_aux_victim(ComponentType type) const;
+  void inc_aux_lock(TreeNode& node, ComponentType type);
+  void dec_aux_lock(TreeNode& node, ComponentType type);
+  int64_t aux_evictable_size(ComponentType t) const { return aux_evictable_[index_of(t)]; }
+  int64_t aux_protected_size(ComponentType t) const { return aux_protected_[index_of(t)]; }
 
   // --- Accounting ---
   int64_t evictable_size() const { return evictable_size_; }  // device tokens, unlocked
@@ -140,6 +160,9 @@ class RadixTree {
   void detach(TreeNode& node);
   void check_shape(SanityReport& report) const;
   void check_accounting(SanityReport& report) const;
+  void check_aux(SanityReport& report) const;
+  void file_aux(TreeNode& node);
+  void release_aux(TreeNode& node, ReleasedSlots& out, bool device, bool host);
 
   RadixTreeOptions options_;
   std::unique_ptr<TreeNode> root_;
@@ -151,6 +174,9 @@ class RadixTree {
   uint64_t clock_ = 0;  // logical access clock
   int64_t evictable_size_ = 0;
   int64_t protected_size_ = 0;
+  std::array<std::map<EvictionKey, TreeNode*>, kComponentTypesMax> aux_victims_;
+  std::array<int64_t, kComponentTypesMax> aux_evictable_{};
+  std::array<int64_t, kComponentTypesMax> aux_protected_{};
 };
 
 }  // namespace kvsim

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/common/types.h"
@@ -26,13 +27,27 @@ namespace kvsim {
 // Components a node can carry data for. Do not renumber: embedded in traces.
 enum class ComponentType : uint8_t { kFull = 0, kSwa = 1, kMamba = 2 };
 inline constexpr size_t kComponentTypesMax = 3;
+constexpr size_t index_of(ComponentType t) {
+  return static_cast<size_t>(t);
+}
+std::string_view to_string(ComponentType t);
 
-// One component's data on one node.
+// One component's data on one node. Full and SWA values hold one slot per token of the key;
+// a Mamba value holds one state slot (the recurrent state after the node's last token).
 struct ComponentData {
   std::optional<IndexVector> value;       // device slots; nullopt = evicted (tombstone)
   std::optional<IndexVector> host_value;  // host slots; set = backed up on host
   int32_t lock_ref = 0;                   // device protection count
-  int32_t host_lock_ref = 0;              // host protection count (protect_host)
+  int32_t host_lock_ref = 0;              // host protection count (protect_host; full only)
+};
+
+// Slots a residency change took off a node, per component, for the caller to free.
+struct ReleasedSlots {
+  std::array<std::optional<IndexVector>, kComponentTypesMax> device;
+  std::array<std::optional<IndexVector>, kComponentTypesMax> host;
+
+  const IndexVector& full_device() const { return *device[0]; }
+  const IndexVector& full_host() const { return *host[0]; }
 };
 
 // Children are found by namespace + first page, which keeps tenants disjoint.
@@ -64,12 +79,17 @@ struct TreeNode {
   // device / host evictable-leaf set, if it is in that set.
   std::optional<EvictionKey> device_leaf_key;
   std::optional<EvictionKey> host_leaf_key;
+  // Per auxiliary component: the key under which this node is filed in that component's
+  // evictable set (device value present, component lock_ref == 0).
+  std::array<std::optional<EvictionKey>, kComponentTypesMax> aux_key;
 
   ComponentData& full() { return data[static_cast<size_t>(ComponentType::kFull)]; }
   const ComponentData& full() const { return data[static_cast<size_t>(ComponentType::kFull)]; }
   ComponentData& component(ComponentType t) { return data[static_cast<size_t>(t)]; }
   const ComponentData& component(ComponentType t) const { return data[static_cast<size_t>(t)]; }
 
+  bool has_device(ComponentType t) const { return component(t).value.has_value(); }
+  bool has_host(ComponentType t) const { return component(t).host_value.has_value(); }
   bool is_root() const { return parent == nullptr; }
   bool evicted() const { return !full().value.has_value(); }
   bool backed_up() const { return full().host_value.has_value(); }

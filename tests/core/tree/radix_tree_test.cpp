@@ -114,7 +114,7 @@ TEST_F(RadixTreeTest, LockSkipsEvictedBottomSegmentAndReleaseReplaysIt) {
   TreeNode* bottom = b.last_node;
   tree_.set_host_value(*top, host(10, 4));
   tree_.set_host_value(*bottom, host(14, 4));
-  IndexVector freed = tree_.demote(*bottom);
+  IndexVector freed = tree_.demote(*bottom).full_device();
   EXPECT_EQ(freed.slots(), dev(104, 4).slots());
   ASSERT_TRUE(bottom->evicted());
 
@@ -147,7 +147,7 @@ TEST_F(RadixTreeTest, LruEvictsLeastRecentlyUsedLeafFirst) {
   InsertResult b = tree_.insert(0, seq(50, 4), dev(200, 4));
   tree_.match_prefix(0, seq(1, 4));  // a is now more recent than b
   EXPECT_EQ(tree_.next_device_victim(), b.last_node);
-  IndexVector freed = tree_.remove_device_leaf(*b.last_node);
+  IndexVector freed = tree_.remove_device_leaf(*b.last_node).full_device();
   EXPECT_EQ(freed.slots(), dev(200, 4).slots());
   EXPECT_EQ(tree_.next_device_victim(), a.last_node);
 }
@@ -179,7 +179,7 @@ TEST_F(RadixTreeTest, EvictHostRemovesHostOnlyLeavesButNotProtectedOnes) {
   tree_.protect_host(*a.last_node);
   EXPECT_EQ(tree_.next_host_victim(), nullptr);
   tree_.release_host(*a.last_node);
-  IndexVector freed = tree_.remove_host_leaf(*a.last_node);
+  IndexVector freed = tree_.remove_host_leaf(*a.last_node).full_host();
   EXPECT_EQ(freed.slots(), host(10, 4).slots());
   EXPECT_EQ(tree_.node_count(), 1u);
 }
