@@ -17,4 +17,15 @@ std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens
   return out;
 }
 
+std::vector<std::byte> expected_swa_item(Namespace ns, std::span<const Token> tokens,
+                                         size_t position, int32_t layer, size_t item_bytes) {
+  return expected_item(ns, tokens, position, layer + (1 << 20), item_bytes);
+}
+
+std::vector<std::byte> expected_mamba_state(Namespace ns, std::span<const Token> tokens, size_t end,
+                                            int32_t layer, size_t state_bytes) {
+  if (end == 0) return std::vector<std::byte>(state_bytes, std::byte{0});
+  return expected_item(ns, tokens, end - 1, layer + (2 << 20), state_bytes);
+}
+
 }  // namespace kvsim::sim

@@ -15,4 +15,13 @@ namespace kvsim::sim {
 std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
                                      int32_t layer, size_t item_bytes);
 
+// The SWA pool's item for one token: a different function of the same inputs, so a slot
+// of the wrong pool never passes for the right one.
+std::vector<std::byte> expected_swa_item(Namespace ns, std::span<const Token> tokens,
+                                         size_t position, int32_t layer, size_t item_bytes);
+
+// A Mamba layer's recurrent state after tokens[0, end): a function of the whole prefix.
+std::vector<std::byte> expected_mamba_state(Namespace ns, std::span<const Token> tokens, size_t end,
+                                            int32_t layer, size_t state_bytes);
+
 }  // namespace kvsim::sim

@@ -146,6 +146,9 @@ class HiCache {
   LoadBackResult init_load_back(TreeNode& best_match_node,
                                 std::optional<int64_t> mem_quota = std::nullopt);
   int ready_to_load_host_cache() { return controller_->start_loading(); }
+  // Makes the compute stream wait until every layer of load `producer` has landed, as a
+  // forward that reads the loaded prefix does layer by layer (LayerDoneCounter::wait_until).
+  void wait_for_load(int producer);
 
   // --- Poll point: consumes completed acks and storage progress ---
   void check_hicache_events();

@@ -18,6 +18,14 @@ const SwaComponent* find_swa(const RadixTree& tree) {
 
 }  // namespace
 
+void HiCache::wait_for_load(int producer) {
+  if (producer < 0) return;
+  LayerDoneCounter& counter = controller_->layer_done_counter();
+  counter.set_consumer(producer);
+  for (int32_t layer = 0; layer < counter.layer_count(); ++layer)
+    counter.wait_until(backend_, backend_.compute_stream(), layer);
+}
+
 LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
                                        std::optional<int64_t> mem_quota) {
   // The evicted chain from the anchor up to the first node still on device. The anchor is

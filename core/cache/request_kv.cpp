@@ -1,0 +1,116 @@
+#include "core/cache/request_kv.h"
+
+#include "core/common/assert.h"
+
+namespace kvsim {
+
+RequestKV::RequestKV(HiCache& cache, Namespace ns) : cache_(cache), ns_(ns) {}
+
+RequestKV::~RequestKV() {
+  KV_ASSERT(!active_, "request dropped while it still holds cache slots and a lock");
+}
+
+std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool allow_load_back) {
+  KV_ASSERT(!active_, "admit twice");
+  const bool has_swa = cache_.side_pool(ComponentType::kSwa) != nullptr;
+  const bool has_mamba = cache_.side_pool(ComponentType::kMamba) != nullptr;
+  std::optional<SlotIndex> own_state;
+  if (has_mamba) {
+    own_state = cache_.alloc_mamba_state();
+    if (!own_state) return std::nullopt;
+  }
+  MatchResult m = cache_.match_prefix(ns_, tokens);
+  AdmitOutcome out;
+  TreeNode* anchor = m.last_device_node;
+  if (allow_load_back && m.best_match_node != m.last_device_node) {
+    LoadBackResult lb = cache_.init_load_back(*m.best_match_node);
+    if (lb.loaded) {
+      anchor = lb.last_node;
+      // Whatever reads the loaded prefix on the compute stream (the forward, the Mamba
+      // copy-on-write below) must wait for the load to land.
+      cache_.wait_for_load(cache_.ready_to_load_host_cache());
+      out.host_hit_tokens = m.host_hit_length;
+    }
+  }
+  lock_ = cache_.lock(*anchor);
+  active_ = true;
+  // The tree's slots for the prefix: recomputed from the anchor's path (root→anchor).
+  kv_ = IndexVector(Tier::kDevice, {});
+  for (TreeNode* n : RadixTree::path_to(*anchor))
+    kv_.append(*n->full().value);
+  owned_from_ = kv_.size();
+  out.device_hit_tokens = static_cast<int64_t>(owned_from_) - out.host_hit_tokens;
+  if (has_swa) swa_ = cache_.path_swa_slots(*anchor);
+  if (has_mamba) {
+    mamba_ = own_state;
+    if (!anchor->is_root() && anchor->has_device(ComponentType::kMamba)) {
+      cache_.copy_mamba_state((*anchor->component(ComponentType::kMamba).value)[0], *mamba_);
+      out.mamba_hit = true;
+    }
+  }
+  return out;
+}
+
+bool RequestKV::extend(size_t new_len) {
+  KV_ASSERT(active_, "extend of a request that is not admitted");
+  const auto page = static_cast<size_t>(cache_.options().page_size);
+  if (new_len <= kv_.size()) return true;
+  const size_t need = (new_len - kv_.size() + page - 1) / page * page;
+  std::optional<IndexVector> kv = cache_.alloc_device(static_cast<int64_t>(need));
+  if (!kv) return false;
+  if (swa_) {
+    std::optional<IndexVector> swa = cache_.alloc_swa(static_cast<int64_t>(need));
+    if (!swa) {
+      cache_.free_device(*kv);
+      return false;
+    }
+    swa_->append(*swa);
+  }
+  kv_.append(*kv);
+  return true;
+}
+
+void RequestKV::finish(std::span<const Token> tokens) {
+  KV_ASSERT(active_, "finish of a request that is not admitted");
+  KV_ASSERT(kv_.size() >= tokens.size(), "finish before the KV of every token was allocated");
+  AuxInsertValues aux{.swa = swa_, .mamba = mamba_, .owned_from = owned_from_};
+  InsertResult ins = cache_.insert(ns_, tokens, kv_, aux);
+  // Full-attention slots the tree did not adopt: duplicates and the unaligned tail.
+  const auto page = static_cast<size_t>(cache_.options().page_size);
+  const size_t aligned = tokens.size() / page * page;
+  std::vector<SlotIndex> mine;
+  for (size_t i = owned_from_; i < static_cast<size_t>(ins.prefix_len); ++i)
+    mine.push_back(kv_[i]);
+  for (size_t i = std::max(aligned, owned_from_); i < kv_.size(); ++i)
+    mine.push_back(kv_[i]);
+  if (!mine.empty()) cache_.free_device(IndexVector(Tier::kDevice, std::move(mine)));
+  cache_.unlock(lock_);
+  swa_.reset();
+  mamba_.reset();
+  kv_ = IndexVector(Tier::kDevice, {});
+  active_ = false;
+}
+
+void RequestKV::abort() {
+  KV_ASSERT(active_, "abort of a request that is not admitted");
+  release_own();
+  cache_.unlock(lock_);
+  active_ = false;
+}
+
+void RequestKV::release_own() {
+  if (kv_.size() > owned_from_) cache_.free_device(kv_.slice(owned_from_, kv_.size()));
+  if (swa_ && swa_->size() > owned_from_) {
+    std::vector<SlotIndex> own;
+    for (size_t i = owned_from_; i < swa_->size(); ++i) {
+      if ((*swa_)[i] != 0) own.push_back((*swa_)[i]);
+    }
+    if (!own.empty()) cache_.free_swa(IndexVector(Tier::kDevice, std::move(own)));
+  }
+  if (mamba_) cache_.free_mamba_state(*mamba_);
+  swa_.reset();
+  mamba_.reset();
+  kv_ = IndexVector(Tier::kDevice, {});
+}
+
+}  // namespace kvsim

@@ -1,0 +1,68 @@
+// RequestKV: one request's hold on the cache — the scheduler side of HiCache's protocol
+// (SGLang's req.prefix_indices / last_node / cache_finished_req), shared by every driver.
+//
+//   admit():   match_prefix, lock the device anchor, load back what the host holds (when it
+//              is worth it), and for Mamba copy the matched state into the request's own
+//              slot (copy-on-write);
+//   extend():  allocate slots for positions [size(), new_len) in every pool;
+//   finish():  insert the KV into the tree, free what the tree did not adopt, unlock;
+//   abort():   free the request's own slots and unlock, inserting nothing.
+// The model forward (which writes the bytes) is the driver's: written_from() says where the
+// request's own slots start.
+//
+// Invariants: kv().size() is a page multiple >= the token count served so far; positions
+// below owned_from() hold tree slots and are never freed by the request; a request holds its
+// lock from admit() to finish()/abort() and nothing after.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/cache/hi_cache.h"
+
+namespace kvsim {
+
+struct AdmitOutcome {
+  int64_t device_hit_tokens = 0;  // served from device at match time
+  int64_t host_hit_tokens = 0;    // loaded back from host
+  bool mamba_hit = false;         // the state was copied from the tree
+};
+
+class RequestKV {
+ public:
+  RequestKV(HiCache& cache, Namespace ns);
+  ~RequestKV();
+  RequestKV(const RequestKV&) = delete;
+  RequestKV& operator=(const RequestKV&) = delete;
+  RequestKV(RequestKV&&) = default;
+
+  // Returns nullopt when even a Mamba state slot cannot be had (nothing is then held).
+  std::optional<AdmitOutcome> admit(std::span<const Token> tokens, bool allow_load_back = true);
+  // False (and nothing allocated) when the pools cannot supply the slots.
+  bool extend(size_t new_len);
+  void finish(std::span<const Token> tokens);
+  void abort();
+
+  bool active() const { return active_; }
+  Namespace ns() const { return ns_; }
+  const IndexVector& kv() const { return kv_; }
+  const std::optional<IndexVector>& swa() const { return swa_; }
+  std::optional<SlotIndex> mamba_state() const { return mamba_; }
+  size_t owned_from() const { return owned_from_; }
+  size_t cached_tokens() const { return owned_from_; }
+
+ private:
+  void release_own();
+
+  HiCache& cache_;
+  Namespace ns_;
+  bool active_ = false;
+  LockRecord lock_;
+  IndexVector kv_{Tier::kDevice, {}};
+  std::optional<IndexVector> swa_;
+  std::optional<SlotIndex> mamba_;
+  size_t owned_from_ = 0;
+};
+
+}  // namespace kvsim
