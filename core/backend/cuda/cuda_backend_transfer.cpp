@@ -4,6 +4,7 @@
 
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/cuda_copy.h"
 #include "core/backend/cuda/transfer_direct.h"
 #include "core/backend/cuda/transfer_kernels.cuh"
 
@@ -27,6 +28,11 @@ size_t pool_bytes(const char* side, const KVPoolView& v) {
   return total;
 }
 
+CopyEnds ends_of(const Block& dst, const Block& src) {
+  return CopyEnds{.dst_is_host = dst.kind == MemoryKind::kPinnedHost,
+                  .src_is_host = src.kind == MemoryKind::kPinnedHost};
+}
+
 }  // namespace
 
 void CudaBackend::copy_async(StreamId stream, const Block& dst, size_t dst_offset, const Block& src,
@@ -35,9 +41,8 @@ void CudaBackend::copy_async(StreamId stream, const Block& dst, size_t dst_offse
   cudaStream_t s = streams_.get(stream);
   allocator_.check_range(dst, dst_offset, bytes, "copy_async destination");
   allocator_.check_range(src, src_offset, bytes, "copy_async source");
-  if (bytes == 0) return;
-  KV_CUDA_CHECK(
-      cudaMemcpyAsync(dst.ptr + dst_offset, src.ptr + src_offset, bytes, cudaMemcpyDefault, s));
+  enqueue_copy(dst.ptr + dst_offset, src.ptr + src_offset, bytes, ends_of(dst, src), max_blocks_,
+               s);
 }
 
 void CudaBackend::upload_async(StreamId stream, const Block& dst, size_t dst_offset,
@@ -45,7 +50,8 @@ void CudaBackend::upload_async(StreamId stream, const Block& dst, size_t dst_off
   (void)label;
   cudaStream_t s = streams_.get(stream);
   allocator_.check_range(dst, dst_offset, host_bytes.size(), "upload_async");
-  staging_.upload(dst.ptr + dst_offset, host_bytes, s);
+  staging_.upload(dst.ptr + dst_offset, dst.kind == MemoryKind::kPinnedHost, host_bytes,
+                  max_blocks_, s);
 }
 
 void CudaBackend::check_transfer(const KVTransfer& t) const {
@@ -110,9 +116,10 @@ void CudaBackend::transfer_direct(StreamId stream, const KVTransfer& t) {
   std::vector<CopyRun> runs;
   const std::string problem = plan_direct_runs(t, src, dst, &runs);
   KV_ASSERT(problem.empty(), "transfer '" + t.label + "': " + problem);
+  const CopyEnds ends = ends_of(t.dst.block, t.src.block);
   for (const CopyRun& r : runs) {
-    KV_CUDA_CHECK(cudaMemcpyAsync(t.dst.block.ptr + r.dst_offset, t.src.block.ptr + r.src_offset,
-                                  r.bytes, cudaMemcpyDefault, s));
+    enqueue_copy(t.dst.block.ptr + r.dst_offset, t.src.block.ptr + r.src_offset, r.bytes, ends,
+                 max_blocks_, s);
   }
 }
 

@@ -22,8 +22,11 @@ CudaCachingAllocator::CudaCachingAllocator(CudaStreams& streams, CudaEventPool& 
     : streams_(streams), events_(events), limits_(limits) {}
 
 CudaCachingAllocator::~CudaCachingAllocator() {
+  // Errors are ignored here: at process exit the CUDA runtime may already be unloading.
   for (Physical& p : blocks_) {
-    if (p.state != State::kReleased) raw_release(p);
+    if (p.state == State::kReleased) continue;
+    (void)(p.kind == MemoryKind::kDevice ? cudaFree(p.ptr) : cudaFreeHost(p.ptr));
+    p.state = State::kReleased;
   }
   for (auto& [stream, queue] : pending_) {
     for (const PendingFree& f : queue)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/cuda_copy.h"
 
 namespace kvsim {
 
@@ -17,15 +18,16 @@ CudaPinnedStaging::~CudaPinnedStaging() {
     (void)cudaFreeHost(ptr);
 }
 
-void CudaPinnedStaging::upload(std::byte* dst, std::span<const std::byte> bytes,
-                               CUstream_st* stream) {
+void CudaPinnedStaging::upload(std::byte* dst, bool dst_is_host, std::span<const std::byte> bytes,
+                               unsigned int max_blocks, CUstream_st* stream) {
   KV_ASSERT(dst != nullptr, "upload to a null address");
   if (bytes.empty()) return;
   reclaim();
   const size_t capacity = std::bit_ceil(std::max(bytes.size(), kMinBytes));
   std::byte* buffer = take(capacity);
   std::memcpy(buffer, bytes.data(), bytes.size());  // captured now
-  KV_CUDA_CHECK(cudaMemcpyAsync(dst, buffer, bytes.size(), cudaMemcpyDefault, stream));
+  enqueue_copy(dst, buffer, bytes.size(), CopyEnds{.dst_is_host = dst_is_host, .src_is_host = true},
+               max_blocks, stream);
   CUevent_st* done = events_.acquire();
   KV_CUDA_CHECK(cudaEventRecord(done, stream));
   in_flight_.push_back(InFlight{.ptr = buffer, .capacity = capacity, .done = done});
@@ -39,7 +41,7 @@ std::byte* CudaPinnedStaging::take(size_t capacity) {
     return buffer;
   }
   void* ptr = nullptr;
-  KV_CUDA_CHECK(cudaHostAlloc(&ptr, capacity, cudaHostAllocPortable));
+  KV_CUDA_CHECK(cudaHostAlloc(&ptr, capacity, cudaHostAllocPortable | cudaHostAllocMapped));
   KV_ASSERT(ptr != nullptr, "cudaHostAlloc returned null");
   bytes_reserved_ += capacity;
   return static_cast<std::byte*>(ptr);

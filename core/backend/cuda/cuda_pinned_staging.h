@@ -1,11 +1,12 @@
 // CudaPinnedStaging: the pinned host buffers behind upload_async, which must capture the
 // caller's bytes when it is called (backend.h rule 5) although the copy runs later.
 //
-// upload() copies the bytes into an idle pinned buffer on the host at once, enqueues a
-// cudaMemcpyAsync from that buffer to the destination on the stream, and records an event
-// after it; the buffer becomes idle again when that event has completed. Buffers are sized in
-// powers of two from 4 KiB and kept for reuse until the backend is destroyed, so their total
-// is bounded by the largest burst of uploads in flight at once.
+// upload() copies the bytes into an idle pinned buffer on the host at once, enqueues the copy
+// from that buffer to the destination on the stream (cuda_copy.h: cudaMemcpyAsync, or a copy
+// kernel when the destination is pinned host memory too), and records an event after it; the buffer
+// becomes idle again when that event has completed. Buffers are sized in powers of two from 4 KiB
+// and kept for reuse until the backend is destroyed, so their total is bounded by the largest burst
+// of uploads in flight at once.
 //
 // Invariants:
 //  1. a buffer is either idle or in flight, never both; an in-flight buffer is never written;
@@ -32,7 +33,9 @@ class CudaPinnedStaging {
   CudaPinnedStaging(const CudaPinnedStaging&) = delete;
   CudaPinnedStaging& operator=(const CudaPinnedStaging&) = delete;
 
-  void upload(std::byte* dst, std::span<const std::byte> bytes, CUstream_st* stream);
+  // `dst_is_host`: the destination is pinned host memory. `max_blocks` bounds a copy kernel.
+  void upload(std::byte* dst, bool dst_is_host, std::span<const std::byte> bytes,
+              unsigned int max_blocks, CUstream_st* stream);
   void reclaim();  // makes buffers whose copies completed idle again
 
   size_t bytes_reserved() const { return bytes_reserved_; }
