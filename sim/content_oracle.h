@@ -2,15 +2,40 @@
 // in one layer are a pure function of (namespace, token prefix, position, layer). Whatever
 // the cache did since — split, evict, back up, load back, prefetch — a read of that slot must
 // return exactly these bytes.
+//
+// The prefix enters through a running 64-bit hash (PrefixHash), so a driver that extends a
+// sequence token by token pays O(1) per token; expected_item() is the direct form for tests.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
 #include "core/common/types.h"
 
 namespace kvsim::sim {
+
+// Which pool an item belongs to: the same token has different bytes in each.
+enum class ContentKind : uint32_t { kFull = 0, kSwa = 1, kMamba = 2 };
+
+// FNV-1a over the namespace and the tokens so far.
+class PrefixHash {
+ public:
+  explicit PrefixHash(Namespace ns) : h_(1469598103934665603ull ^ ns) {}
+  void add(Token t) { h_ = step(h_, t); }
+  static uint64_t step(uint64_t h, Token t) {
+    return (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_;
+};
+
+// The item of the token at `position`, whose prefix hash (tokens[0..position]) is `h`.
+void fill_item(uint64_t h, size_t position, int32_t layer, ContentKind kind,
+               std::span<std::byte> out);
 
 std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
                                      int32_t layer, size_t item_bytes);
@@ -20,7 +45,8 @@ std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens
 std::vector<std::byte> expected_swa_item(Namespace ns, std::span<const Token> tokens,
                                          size_t position, int32_t layer, size_t item_bytes);
 
-// A Mamba layer's recurrent state after tokens[0, end): a function of the whole prefix.
+// A Mamba layer's recurrent state after tokens[0, end): a function of the whole prefix
+// (all zero for the empty prefix).
 std::vector<std::byte> expected_mamba_state(Namespace ns, std::span<const Token> tokens, size_t end,
                                             int32_t layer, size_t state_bytes);
 

@@ -1,79 +1,72 @@
-// kvsim: the command line. `kvsim run` runs the built-in default job and prints its summary.
+// kvsim: the command line. Option parsing only (CLI11 lives in this one file); the commands
+// are in commands.cpp. `kvsim run` alone runs the built-in default scenario.
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
-#include <nlohmann/json.hpp>
-
-#include "sim/smoke_run.h"
-
-namespace {
-
-void print_text(const kvsim::sim::SmokeSummary& s, uint64_t seed) {
-  std::printf("seed %llu: %s\n", static_cast<unsigned long long>(seed), s.ok ? "ok" : "VIOLATION");
-  if (!s.ok)
-    std::printf("  violation: %s (step %lld)\n", s.violation.c_str(),
-                static_cast<long long>(s.step));
-  std::printf("  requests %lld, steps %lld, prompt tokens %lld\n",
-              static_cast<long long>(s.requests_done), static_cast<long long>(s.step),
-              static_cast<long long>(s.prompt_tokens));
-  std::printf("  device hits %lld, host hits %lld, loaded back %lld, evicted %lld tokens\n",
-              static_cast<long long>(s.device_hit_tokens),
-              static_cast<long long>(s.host_hit_tokens), static_cast<long long>(s.load_back_tokens),
-              static_cast<long long>(s.evicted_device_tokens));
-  std::printf("  event log hash %016llx\n", static_cast<unsigned long long>(s.event_log_hash));
-}
-
-nlohmann::json to_json(const kvsim::sim::SmokeSummary& s, uint64_t seed) {
-  return {{"seed", seed},
-          {"ok", s.ok},
-          {"violation", s.violation},
-          {"steps", s.step},
-          {"requests", s.requests_done},
-          {"prompt_tokens", s.prompt_tokens},
-          {"device_hit_tokens", s.device_hit_tokens},
-          {"host_hit_tokens", s.host_hit_tokens},
-          {"load_back_tokens", s.load_back_tokens},
-          {"evicted_device_tokens", s.evicted_device_tokens},
-          {"event_log_hash", s.event_log_hash}};
-}
-
-}  // namespace
+#include "tools/kvsim/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvsim: a hierarchical KV-cache core and its deterministic test harness"};
+  using namespace kvsim::tools;
+  CLI::App app{"kvsim: a hierarchical KV-cache core and its deterministic simulation harness"};
   app.require_subcommand(1);
-  CLI::App* run = app.add_subcommand(
-      "run",
-      "Run the built-in default scenario (a seeded workload through the real core, "
-      "checking every invariant after every step) and print its summary");
-  kvsim::sim::SmokeOptions options = kvsim::sim::default_smoke_options();
-  uint64_t seeds = 1;
-  bool json = false;
-  run->add_option("--seed", options.seed, "The run's seed")->capture_default_str();
-  run->add_option("--seeds", seeds, "Sweep this many seeds, starting at --seed")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}))
-      ->capture_default_str();
-  run->add_option("--requests", options.requests, "Requests per run")
-      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
-      ->capture_default_str();
-  run->add_flag("--json", json, "Print one JSON summary per seed");
-  CLI11_PARSE(app, argc, argv);
 
-  int failures = 0;
-  for (uint64_t i = 0; i < seeds; ++i) {
-    kvsim::sim::SmokeOptions o = options;
-    o.seed = options.seed + i;
-    const kvsim::sim::SmokeSummary s = kvsim::sim::run_smoke(o);
-    if (json) {
-      std::printf("%s\n", to_json(s, o.seed).dump().c_str());
-    } else {
-      print_text(s, o.seed);
-    }
-    failures += s.ok ? 0 : 1;
-  }
-  if (seeds > 1 && !json) {
-    std::printf("%llu seeds: %llu ok, %d with violations\n", static_cast<unsigned long long>(seeds),
-                static_cast<unsigned long long>(seeds - static_cast<uint64_t>(failures)), failures);
-  }
-  return failures == 0 ? 0 : 1;
+  RunCommand run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run",
+      "Run a scenario (default: the built-in one) through the real core under the scheduler "
+      "model, checking every invariant after every op; print a summary and the event hash");
+  run_cmd->add_option("scenario", run.scenario, "Scenario file (scenarios/*.json)");
+  run_cmd->add_option("--seed", run.seed, "First seed (default: the scenario's)");
+  run_cmd->add_option("--seeds", run.seeds, "Sweep this many consecutive seeds")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}))
+      ->capture_default_str();
+  run_cmd->add_flag("--json", run.json, "One JSON summary per seed");
+  run_cmd->add_option("--record", run.record, "Write the op trace of the run to this file");
+  run_cmd->add_option("--trace-dir", run.failure_trace,
+                      "Folder for the op traces of failing runs (default: .)");
+  run_cmd->add_option("--workload", run.workload, "Run on the arrivals of a workload trace");
+  run_cmd
+      ->add_option("--full-every", run.full_every,
+                   "Full sanity_check every N ops (default: the scenario's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  run_cmd->add_flag("--no-faults", run.no_faults, "Disable fault injection");
+  run_cmd->add_flag("!--no-progress", run.progress, "No progress bar on sweeps");
+
+  ReplayCommand replay;
+  CLI::App* replay_cmd =
+      app.add_subcommand("replay",
+                         "Replay a trace: an op trace bit for bit (checking its event hash and "
+                         "violation), or a workload trace through the scheduler");
+  replay_cmd->add_option("trace", replay.trace, "Trace file (.jsonl)")->required();
+  replay_cmd->add_flag("--json", replay.json, "JSON summary");
+
+  GenCommand gen;
+  CLI::App* gen_cmd =
+      app.add_subcommand("gen", "Generate a scenario's workload for a seed as a workload trace");
+  gen_cmd->add_option("scenario", gen.scenario, "Scenario file (default: the built-in one)");
+  gen_cmd->add_option("--seed", gen.seed, "Seed (default: the scenario's)");
+  gen_cmd->add_option("-o,--out", gen.out, "Output file")->required();
+
+  ImportMooncakeCommand imp;
+  CLI::App* imp_cmd =
+      app.add_subcommand("import-mooncake",
+                         "Convert a Mooncake trace (timestamp, input_length, output_length, "
+                         "hash_ids per line) into a workload trace");
+  imp_cmd->add_option("input", imp.in, "Mooncake JSONL file")->required();
+  imp_cmd->add_option("-o,--out", imp.out, "Output workload trace")->required();
+  imp_cmd->add_option("--scenario", imp.scenario, "Scenario to embed (default: page = block)");
+  imp_cmd->add_option("--block-tokens", imp.block_tokens, "Tokens per hash id")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  imp_cmd->add_option("--ms-per-tick", imp.ms_per_tick, "Timestamp milliseconds per tick")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  imp_cmd->add_option("--limit", imp.limit, "Import only the first N requests (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+
+  CLI11_PARSE(app, argc, argv);
+  if (run_cmd->parsed()) return run_command(run);
+  if (replay_cmd->parsed()) return replay_command(replay);
+  if (gen_cmd->parsed()) return gen_command(gen);
+  if (imp_cmd->parsed()) return import_mooncake_command(imp);
+  return 2;
 }

@@ -1,0 +1,321 @@
+#include "sim/executor.h"
+
+#include <algorithm>
+
+#include "core/common/assert.h"
+#include "sim/content_oracle.h"
+#include "sim/workload.h"
+
+namespace kvsim::sim {
+
+Executor::Executor(const Scenario& scenario, uint64_t seed)
+    : scenario_(scenario), gpu_rng_(rng_stream(seed, "executor.gpu")) {
+  if (scenario_.storage) storage_ = std::make_unique<MemoryStorage>();
+  cache_ = std::make_unique<HiCache>(backend_, scenario_.cache, storage_.get());
+  mix(seed);
+}
+
+Executor::~Executor() {
+  // Requests still holding slots are dropped without checks: the run is over.
+  for (auto& [rid, r] : requests_) {
+    if (r.kv && r.kv->active()) {
+      ScopedThrowingAsserts asserts;
+      try {
+        r.kv->abort();
+      } catch (const AssertionFailure&) {
+      }
+    }
+  }
+}
+
+const SimRequest* Executor::request(RequestId rid) const {
+  auto it = requests_.find(rid);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void Executor::mix(uint64_t v) {
+  hash_ = (hash_ ^ v) * 1099511628211ull;
+}
+
+void Executor::fail(std::string invariant, std::string detail) {
+  if (violation_) return;
+  violation_ =
+      SimViolation{std::move(invariant), std::move(detail), static_cast<size_t>(stats_.ops)};
+}
+
+OpOutcome Executor::apply(const Op& op) {
+  KV_ASSERT(!violation_, "apply after a violation");
+  ++stats_.ops;
+  OpOutcome out;
+  {
+    ScopedThrowingAsserts asserts;
+    try {
+      out = dispatch(op);
+    } catch (const AssertionFailure& e) {
+      fail("core.assert", e.what());
+    }
+  }
+  mix(static_cast<uint64_t>(op.kind) << 56 ^ op.rid << 8 ^ (out.applied ? 2u : 0u) ^
+      (out.ok ? 1u : 0u));
+  if (!violation_) after_op();
+  return out;
+}
+
+void Executor::after_op() {
+  if (!backend_.violations().empty()) {
+    const BackendViolation& v = backend_.violations().front();
+    fail("stream_lifetime", v.kind + ": " + v.detail);
+    return;
+  }
+  if (stats_.ops % scenario_.check.full_every != 0) return;
+  SanityReport report;
+  ScopedThrowingAsserts asserts;
+  try {
+    cache_->sanity_check(report);
+  } catch (const AssertionFailure& e) {
+    fail("core.assert", e.what());
+    return;
+  }
+  if (!report.ok()) {
+    const Violation& v = *report.first();
+    fail(v.invariant, report.summary());
+  }
+}
+
+OpOutcome Executor::dispatch(const Op& op) {
+  if (op.kind == OpKind::kArrive) return arrive(op);
+  if (op.kind == OpKind::kPoll) {
+    cache_->check_hicache_events();
+    return {true, true};
+  }
+  if (op.kind == OpKind::kFlush) {
+    cache_->flush();
+    return {true, true};
+  }
+  if (op.kind == OpKind::kStep) return step(op.target, op.n);
+  if (op.kind == OpKind::kStorage) return storage(op.target);
+  if (op.kind == OpKind::kTick) {
+    if (static_cast<uint64_t>(op.n) < now_) return {};
+    now_ = static_cast<uint64_t>(op.n);
+    return {true, true};
+  }
+  auto it = requests_.find(op.rid);
+  if (it == requests_.end()) return {};
+  SimRequest& r = it->second;
+  switch (op.kind) {
+    case OpKind::kPrefetchCheck:
+      return prefetch_check(r);
+    case OpKind::kAdmit:
+      return admit(r, op.flag);
+    case OpKind::kCompute:
+      return compute(r, op.n, op.flag);
+    case OpKind::kFinish:
+      return finish(r);
+    case OpKind::kAbort:
+      return abort(r);
+    case OpKind::kRetract:
+      return retract(r);
+    case OpKind::kOffload:
+    case OpKind::kResume:
+      return {};  // PD retract-resume: not wired into the executor yet
+    default:
+      return {};
+  }
+}
+
+OpOutcome Executor::arrive(const Op& op) {
+  if (requests_.count(op.rid) != 0 || op.prompt.empty()) return {};
+  SimRequest& r = requests_[op.rid];
+  r.rid = op.rid;
+  r.ns = op.ns;
+  r.prompt_len = op.prompt.size();
+  r.output_len = std::max<int64_t>(op.output_len, 1);
+  r.arrival_tick = now_;
+  r.tokens.reserve(op.prompt.size() + static_cast<size_t>(r.output_len));
+  r.tokens = op.prompt;
+  extend_tokens(r);
+  stats_.prompt_tokens += static_cast<int64_t>(op.prompt.size());
+  if (cache_->storage_enabled() && scenario_.scheduler.prefetch) {
+    MatchResult m = cache_->match_prefix(r.ns, r.tokens);
+    r.prefetching = cache_->prefetch_from_storage(r.rid, r.ns, *m.last_host_node, r.tokens, now_);
+  }
+  return {true, true};
+}
+
+void Executor::extend_tokens(SimRequest& r) {
+  uint64_t h = r.prefix_hash.empty() ? PrefixHash(r.ns).value() : r.prefix_hash.back();
+  for (size_t i = r.prefix_hash.size(); i < r.tokens.size(); ++i) {
+    h = PrefixHash::step(h, r.tokens[i]);
+    r.prefix_hash.push_back(h);
+  }
+}
+
+OpOutcome Executor::prefetch_check(SimRequest& r) {
+  if (r.state != RequestState::kWaiting) return {};
+  if (!r.prefetching) return {true, true};
+  if (!cache_->check_prefetch_progress(r.rid, now_)) return {true, false};
+  r.prefetching = false;
+  mix(static_cast<uint64_t>(cache_->pop_prefetch_loaded_tokens(r.rid)));
+  return {true, true};
+}
+
+OpOutcome Executor::admit(SimRequest& r, bool load_back) {
+  if (r.state != RequestState::kWaiting) return {};
+  if (r.prefetching) return {true, false};  // the gate (prefetch_check) has not opened
+  auto kv = std::make_unique<RequestKV>(*cache_, r.ns);
+  std::optional<AdmitOutcome> out = kv->admit(r.tokens, load_back);
+  if (!out) return {true, false};
+  r.kv = std::move(kv);
+  r.state = RequestState::kRunning;
+  r.computed = r.kv->owned_from();
+  if (r.retracts == 0) {  // hit rates count each request's first admission only
+    stats_.device_hit_tokens += out->device_hit_tokens;
+    stats_.host_hit_tokens += out->host_hit_tokens;
+  }
+  mix(static_cast<uint64_t>(out->device_hit_tokens) << 20 ^
+      static_cast<uint64_t>(out->host_hit_tokens));
+  if (scenario_.check.content) read_prefix(r);
+  return {true, true};
+}
+
+OpOutcome Executor::compute(SimRequest& r, int64_t n, bool oom) {
+  if (r.state != RequestState::kRunning || n <= static_cast<int64_t>(r.computed)) return {};
+  const size_t target = static_cast<size_t>(n);
+  // Decode: the tokens past the prompt are generated one by one.
+  if (target > r.tokens.size()) {
+    const size_t new_outputs = target - r.tokens.size();
+    if (r.generated + static_cast<int64_t>(new_outputs) > r.output_len) return {};
+    for (size_t i = 0; i < new_outputs; ++i) {
+      r.tokens.push_back(output_token(r.rid, static_cast<size_t>(r.generated++)));
+    }
+    extend_tokens(r);
+  }
+  if (oom || !r.kv->extend(target)) return {true, false};
+  forward(r, r.computed, target);
+  r.computed = target;
+  drive_compute();
+  return {true, true};
+}
+
+OpOutcome Executor::finish(SimRequest& r) {
+  if (r.state != RequestState::kRunning) return {};
+  r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
+  r.kv.reset();
+  r.state = RequestState::kDone;
+  ++stats_.finished;
+  return {true, true};
+}
+
+OpOutcome Executor::abort(SimRequest& r) {
+  if (r.state == RequestState::kDone) return {};
+  if (r.state == RequestState::kRunning) {
+    r.kv->abort();
+    r.kv.reset();
+  }
+  if (r.prefetching) {
+    cache_->release_aborted_request(r.rid);
+    r.prefetching = false;
+  }
+  r.state = RequestState::kDone;
+  ++stats_.aborted;
+  return {true, true};
+}
+
+OpOutcome Executor::retract(SimRequest& r) {
+  if (r.state != RequestState::kRunning) return {};
+  // Cache what was computed (the resumed request will match it), free the rest.
+  r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
+  r.kv.reset();
+  r.computed = 0;
+  r.state = RequestState::kWaiting;
+  ++r.retracts;
+  ++stats_.retracted;
+  return {true, true};
+}
+
+OpOutcome Executor::step(uint32_t stream, int64_t n) {
+  if (stream >= backend_.stream_count()) return {};
+  int64_t ran = 0;
+  while (ran < n && backend_.step(stream))
+    ++ran;
+  mix(static_cast<uint64_t>(ran));
+  return {true, ran > 0};
+}
+
+OpOutcome Executor::storage(uint32_t worker) {
+  if (!cache_->storage_enabled()) return {};
+  bool did = false;
+  switch (worker) {
+    case 0:
+      did = cache_->storage_query_step();
+      break;
+    case 1:
+      did = cache_->storage_io_step();
+      break;
+    case 2:
+      did = cache_->storage_backup_step();
+      break;
+    default:
+      return {};
+  }
+  return {true, did};
+}
+
+void Executor::drive_compute() {
+  const StreamId compute = backend_.compute_stream();
+  while (backend_.pending_ops(compute) > 0) {
+    if (backend_.step(compute)) continue;
+    // Compute waits on an event of another stream: advance a runnable one, chosen at random.
+    std::vector<StreamId> runnable;
+    for (StreamId s : backend_.streams()) {
+      if (s != compute && backend_.runnable(s)) runnable.push_back(s);
+    }
+    KV_ASSERT(!runnable.empty(),
+              "compute stream deadlocked: " + backend_.head_description(compute));
+    backend_.step(runnable[gpu_rng_.below(runnable.size())]);
+  }
+}
+
+void Executor::forward(SimRequest& r, size_t from, size_t to) {
+  const StreamId compute = backend_.compute_stream();
+  std::vector<std::byte> bytes;
+  auto write_runs = [&](KVPool& pool, const IndexVector& slots, ContentKind kind) {
+    const KVPoolView& view = pool.view();
+    for (int32_t layer = 0; layer < view.layer_count; ++layer) {
+      size_t i = from;
+      while (i < to) {
+        size_t j = i + 1;
+        while (j < to && slots[j] == slots[j - 1] + 1)
+          ++j;
+        bytes.assign((j - i) * view.item_bytes, std::byte{0});
+        for (size_t p = i; p < j; ++p) {
+          fill_item(
+              r.prefix_hash[p], p, layer, kind,
+              std::span<std::byte>(bytes).subspan((p - i) * view.item_bytes, view.item_bytes));
+        }
+        backend_.upload_async(compute, view.block, view.offset(layer, slots[i]), bytes, "forward");
+        i = j;
+      }
+    }
+  };
+  write_runs(cache_->device_pool(), r.kv->kv(), ContentKind::kFull);
+  if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
+    write_runs(swa->device_pool(), *r.kv->swa(), ContentKind::kSwa);
+  }
+  if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
+    // The state checkpoint at the last page boundary (what the tree may adopt at finish).
+    const auto page = static_cast<size_t>(scenario_.cache.page_size);
+    const size_t aligned = to / page * page;
+    const KVPoolView& view = mamba->device_pool().view();
+    for (int32_t layer = 0; layer < view.layer_count; ++layer) {
+      bytes.assign(view.item_bytes, std::byte{0});
+      if (aligned > 0) {
+        fill_item(r.prefix_hash[aligned - 1], aligned - 1, layer, ContentKind::kMamba, bytes);
+      }
+      backend_.upload_async(compute, view.block, view.offset(layer, *r.kv->mamba_state()), bytes,
+                            "forward state");
+    }
+  }
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,133 @@
+// Executor: applies ops to the real core (HiCache on the deterministic CPU backend) and checks
+// every invariant after each one. It is the only place the simulator touches the core, so a
+// run, a replayed op trace and a shrunk trace all execute the same code.
+//
+// What it checks (the first failure stops the run and is kept as `violation()`):
+//  - after every op: backend stream-lifetime violations, core assertions (as "core.assert");
+//  - every `full_every` ops: HiCache::sanity_check (every core invariant, by its name);
+//  - on every model read (admit, resume): the bytes of every pool the model reads — full KV of
+//    the prefix, the SWA window, the Mamba state — against the content oracle ("content").
+//    Reads go through the compute stream, in stream order, into pinned scratch memory, so a
+//    read that does not wait for a load-back reads what was there before and fails;
+//  - quiescence (check_quiescent) once the scheduler has drained: no locks, no request slots,
+//    no pending transfers or prefetches.
+// The event hash folds every op and its outcome; two runs with the same ops give the same hash.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu_backend.h"
+#include "core/cache/hi_cache.h"
+#include "core/cache/request_kv.h"
+#include "core/tiers/memory_storage.h"
+#include "sim/op.h"
+#include "sim/rng.h"
+#include "sim/scenario.h"
+
+namespace kvsim::sim {
+
+struct SimViolation {
+  std::string invariant;  // a stable name (docs/invariants.md) or "core.assert", "content", ...
+  std::string detail;
+  size_t op_index = 0;  // the op after which it was seen
+};
+
+enum class RequestState : uint8_t { kWaiting = 0, kRunning = 1, kOffloaded = 2, kDone = 3 };
+
+struct SimRequest {
+  RequestId rid = 0;
+  Namespace ns = 0;
+  std::vector<Token> tokens;          // prompt, then the outputs generated so far
+  std::vector<uint64_t> prefix_hash;  // content-oracle hash of tokens[0..i]
+  size_t prompt_len = 0;
+  int64_t output_len = 1;
+  int64_t generated = 0;
+  size_t computed = 0;  // tokens whose KV has been written or reused
+  uint64_t arrival_tick = 0;
+  RequestState state = RequestState::kWaiting;
+  bool prefetching = false;
+  std::unique_ptr<RequestKV> kv;
+  int64_t retracts = 0;
+};
+
+struct ExecutorStats {
+  int64_t ops = 0;
+  int64_t finished = 0;
+  int64_t aborted = 0;
+  int64_t retracted = 0;
+  int64_t prompt_tokens = 0;
+  int64_t device_hit_tokens = 0;
+  int64_t host_hit_tokens = 0;
+  int64_t content_checks = 0;
+};
+
+struct OpOutcome {
+  bool applied = false;  // false: skipped (the op made no sense in the current state)
+  bool ok = true;        // op-specific success (admit got slots, compute fitted, gate open)
+};
+
+class Executor {
+ public:
+  Executor(const Scenario& scenario, uint64_t seed);
+  ~Executor();
+
+  OpOutcome apply(const Op& op);
+  const std::optional<SimViolation>& violation() const { return violation_; }
+  bool failed() const { return violation_.has_value(); }
+  // Quiescence at the end of a run (after the scheduler drained everything).
+  void check_quiescent();
+
+  uint64_t event_hash() const { return hash_; }
+  uint64_t now() const { return now_; }
+  const ExecutorStats& stats() const { return stats_; }
+  const Scenario& scenario() const { return scenario_; }
+  HiCache& cache() { return *cache_; }
+  CpuBackend& backend() { return backend_; }
+  const std::map<RequestId, SimRequest>& requests() const { return requests_; }
+  const SimRequest* request(RequestId rid) const;
+
+ private:
+  OpOutcome dispatch(const Op& op);
+  OpOutcome arrive(const Op& op);
+  OpOutcome prefetch_check(SimRequest& r);
+  OpOutcome admit(SimRequest& r, bool load_back);
+  OpOutcome compute(SimRequest& r, int64_t n, bool oom);
+  OpOutcome finish(SimRequest& r);
+  OpOutcome abort(SimRequest& r);
+  OpOutcome retract(SimRequest& r);
+  OpOutcome step(uint32_t stream, int64_t n);
+  OpOutcome storage(uint32_t worker);
+
+  void extend_tokens(SimRequest& r);  // prefix_hash catches up with tokens
+  void forward(SimRequest& r, size_t from, size_t to);
+  // Runs the compute stream to empty; when it waits on another stream, steps that one.
+  void drive_compute();
+  // Model reads, checked against the oracle; false after recording a "content" violation.
+  bool read_prefix(SimRequest& r);
+  bool read_pool_range(KVPool& pool, int32_t layers, const std::vector<SlotIndex>& slots,
+                       const std::vector<size_t>& positions, const SimRequest& r, int kind,
+                       const char* what);
+  Block& scratch(size_t bytes);
+  void after_op();
+  void fail(std::string invariant, std::string detail);
+  void mix(uint64_t v);
+
+  Scenario scenario_;
+  Rng gpu_rng_;
+  CpuBackend backend_;
+  std::unique_ptr<MemoryStorage> storage_;
+  std::unique_ptr<HiCache> cache_;
+  std::map<RequestId, SimRequest> requests_;
+  std::optional<SimViolation> violation_;
+  ExecutorStats stats_;
+  uint64_t now_ = 0;
+  uint64_t hash_ = 1469598103934665603ull;
+  Block scratch_;
+};
+
+}  // namespace kvsim::sim

@@ -1,0 +1,122 @@
+// Executor: the model's reads (checked against the content oracle) and end-of-run quiescence.
+#include <string>
+
+#include "sim/content_oracle.h"
+#include "sim/executor.h"
+
+namespace kvsim::sim {
+
+Block& Executor::scratch(size_t bytes) {
+  if (scratch_.valid() && scratch_.bytes >= bytes) return scratch_;
+  if (scratch_.valid()) backend_.free(scratch_);
+  scratch_ = backend_.allocate(MemoryKind::kPinnedHost, std::max<size_t>(bytes, 4096),
+                               backend_.compute_stream(), "model read scratch");
+  KV_ASSERT(scratch_.valid(), "no host memory for the model-read scratch buffer");
+  return scratch_;
+}
+
+bool Executor::read_pool_range(KVPool& pool, int32_t layers, const std::vector<SlotIndex>& slots,
+                               const std::vector<size_t>& positions, const SimRequest& r, int kind,
+                               const char* what) {
+  if (slots.empty()) return true;
+  const KVPoolView& view = pool.view();
+  const size_t per_layer = slots.size() * view.item_bytes;
+  Block& out = scratch(per_layer * static_cast<size_t>(layers));
+  const StreamId compute = backend_.compute_stream();
+  // Copies in compute-stream order: after every wait the forward would have made.
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    size_t i = 0;
+    while (i < slots.size()) {
+      size_t j = i + 1;
+      while (j < slots.size() && slots[j] == slots[j - 1] + 1)
+        ++j;
+      backend_.copy_async(compute, out,
+                          static_cast<size_t>(layer) * per_layer + i * view.item_bytes, view.block,
+                          view.offset(layer, slots[i]), (j - i) * view.item_bytes, "model read");
+      i = j;
+    }
+  }
+  drive_compute();
+  ++stats_.content_checks;
+  std::vector<std::byte> expected(view.item_bytes);
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const size_t pos = positions[i];
+      fill_item(r.prefix_hash[pos], pos, layer, static_cast<ContentKind>(kind), expected);
+      const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer + i * view.item_bytes;
+      if (!std::equal(expected.begin(), expected.end(), got)) {
+        fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
+                            std::to_string(pos) + " layer " + std::to_string(layer) + " (slot " +
+                            std::to_string(slots[i]) + ") holds bytes of another prefix");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool Executor::read_prefix(SimRequest& r) {
+  const size_t n = r.computed;
+  if (n == 0) return true;
+  std::vector<SlotIndex> slots(r.kv->kv().slots().begin(), r.kv->kv().slots().begin() + n);
+  std::vector<size_t> positions(n);
+  for (size_t i = 0; i < n; ++i)
+    positions[i] = i;
+  if (!read_pool_range(cache_->device_pool(), cache_->device_pool().layer_count(), slots, positions,
+                       r, static_cast<int>(ContentKind::kFull), "full KV")) {
+    return false;
+  }
+  if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
+    const auto window = static_cast<size_t>(scenario_.cache.swa_window_tokens);
+    std::vector<SlotIndex> wslots;
+    std::vector<size_t> wpos;
+    for (size_t i = n > window ? n - window : 0; i < n; ++i) {
+      const SlotIndex s = (*r.kv->swa())[i];
+      if (s == 0) {
+        fail("content", "SWA window position " + std::to_string(i) + " of request " +
+                            std::to_string(r.rid) + " has no slot");
+        return false;
+      }
+      wslots.push_back(s);
+      wpos.push_back(i);
+    }
+    if (!read_pool_range(swa->device_pool(), swa->device_pool().layer_count(), wslots, wpos, r,
+                         static_cast<int>(ContentKind::kSwa), "SWA window")) {
+      return false;
+    }
+  }
+  if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
+    if (!read_pool_range(mamba->device_pool(), mamba->device_pool().layer_count(),
+                         {*r.kv->mamba_state()}, {n - 1}, r, static_cast<int>(ContentKind::kMamba),
+                         "Mamba state")) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Executor::check_quiescent() {
+  if (violation_) return;
+  auto quiet = [&](bool ok, const std::string& what) {
+    if (!ok) fail("quiescence", what);
+  };
+  for (const auto& [rid, r] : requests_) {
+    quiet(r.state == RequestState::kDone, "request " + std::to_string(rid) + " never finished");
+  }
+  const RadixTree& tree = cache_->tree();
+  quiet(tree.protected_size() == 0,
+        "tree still protects " + std::to_string(tree.protected_size()) + " tokens");
+  for (ComponentType t : {ComponentType::kSwa, ComponentType::kMamba}) {
+    quiet(tree.aux_protected_size(t) == 0, std::string(to_string(t)) + " values still locked: " +
+                                               std::to_string(tree.aux_protected_size(t)));
+  }
+  quiet(cache_->controller().pending_writes() == 0 && cache_->controller().pending_loads() == 0,
+        "transfers still pending");
+  quiet(cache_->prefetches().empty(), "prefetches still live");
+  quiet(backend_.pending_ops() == 0, "backend ops still queued");
+  SanityReport report;
+  cache_->sanity_check(report);
+  if (!report.ok()) fail(report.first()->invariant, report.summary());
+}
+
+}  // namespace kvsim::sim

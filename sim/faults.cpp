@@ -1,0 +1,48 @@
+#include "sim/faults.h"
+
+namespace kvsim::sim {
+
+std::string_view to_string(FaultSite site) {
+  switch (site) {
+    case FaultSite::kCopyDelay:
+      return "copy_delay";
+    case FaultSite::kAckDefer:
+      return "ack_defer";
+    case FaultSite::kAllocFail:
+      return "alloc_fail";
+    case FaultSite::kAbortWaiting:
+      return "abort_waiting";
+    case FaultSite::kAbortRunning:
+      return "abort_running";
+    case FaultSite::kForcedRetract:
+      return "forced_retract";
+    case FaultSite::kStorageStall:
+      return "storage_stall";
+    case FaultSite::kComputeStall:
+      return "compute_stall";
+  }
+  return "?";
+}
+
+Faults::Faults(const FaultOptions& options, uint64_t seed)
+    : rng_(rng_stream(seed, "faults")), probability_(options.fire_probability) {
+  Rng pick = rng_stream(seed, "faults.sites");
+  for (size_t i = 0; i < kFaultSites; ++i) {
+    enabled_[i] = options.enabled && pick.chance(options.site_probability);
+  }
+}
+
+bool Faults::fire(FaultSite site) {
+  const auto i = static_cast<size_t>(site);
+  if (!enabled_[i]) return false;
+  double p = probability_;
+  if (site == FaultSite::kAbortWaiting || site == FaultSite::kAbortRunning ||
+      site == FaultSite::kForcedRetract) {
+    p *= 0.1;  // per iteration these would otherwise kill most requests
+  }
+  if (!rng_.chance(p)) return false;
+  ++fired_[i];
+  return true;
+}
+
+}  // namespace kvsim::sim

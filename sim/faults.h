@@ -1,0 +1,45 @@
+// Fault injection in FoundationDB's BUGGIFY style: each site is enabled for a fraction of seeds
+// (decided once, from the seed) and, where enabled, fires with a per-seed probability each time
+// the simulator passes it. Most seeds therefore see a few kinds of trouble, often — which finds
+// more bugs than every kind of trouble, rarely.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "sim/rng.h"
+#include "sim/scenario.h"
+
+namespace kvsim::sim {
+
+enum class FaultSite : uint8_t {
+  kCopyDelay = 0,      // a copy stream makes no progress this iteration
+  kAckDefer = 1,       // the poll point is skipped this iteration
+  kAllocFail = 2,      // a compute step's allocation fails (out of memory)
+  kAbortWaiting = 3,   // a waiting (possibly prefetching) request is aborted
+  kAbortRunning = 4,   // a running request is aborted
+  kForcedRetract = 5,  // a running request is retracted
+  kStorageStall = 6,   // storage workers make no progress this iteration
+  kComputeStall = 7,   // the forward of this iteration is skipped (the batch is held)
+};
+inline constexpr size_t kFaultSites = 8;
+
+std::string_view to_string(FaultSite site);
+
+class Faults {
+ public:
+  Faults(const FaultOptions& options, uint64_t seed);
+  bool enabled(FaultSite site) const { return enabled_[static_cast<size_t>(site)]; }
+  // True when the site is enabled for this seed and fires now.
+  bool fire(FaultSite site);
+  uint64_t fired(FaultSite site) const { return fired_[static_cast<size_t>(site)]; }
+
+ private:
+  Rng rng_;
+  double probability_;
+  std::array<bool, kFaultSites> enabled_{};
+  std::array<uint64_t, kFaultSites> fired_{};
+};
+
+}  // namespace kvsim::sim

@@ -1,0 +1,75 @@
+#include "sim/mooncake.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "sim/json_reader.h"
+#include "sim/rng.h"
+
+namespace kvsim::sim {
+
+std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block_tokens,
+                                          int64_t max_requests) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open file");
+  std::vector<MooncakeRecord> out;
+  std::string line;
+  size_t line_no = 0;
+  uint64_t last_ts = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    const std::string where = path + ":" + std::to_string(line_no);
+    const nlohmann::json doc = parse_json(line, where);
+    JsonReader r(doc, where);
+    MooncakeRecord rec;
+    rec.timestamp_ms = static_cast<uint64_t>(r.required_integer("timestamp", 0, INT64_MAX));
+    rec.input_length = r.required_integer("input_length", 1, int64_t{1} << 32);
+    rec.output_length = r.required_integer("output_length", 0, int64_t{1} << 32);
+    rec.hash_ids = r.integer_array("hash_ids", 0, INT64_MAX);
+    r.finish();
+    const auto blocks = static_cast<size_t>((rec.input_length + block_tokens - 1) / block_tokens);
+    if (rec.hash_ids.size() != blocks) {
+      r.fail("hash_ids", "has " + std::to_string(rec.hash_ids.size()) + " ids but input_length " +
+                             std::to_string(rec.input_length) + " needs " + std::to_string(blocks) +
+                             " blocks of " + std::to_string(block_tokens));
+    }
+    if (rec.timestamp_ms < last_ts) r.fail("timestamp", "goes backwards");
+    last_ts = rec.timestamp_ms;
+    out.push_back(std::move(rec));
+    if (max_requests > 0 && static_cast<int64_t>(out.size()) >= max_requests) break;
+  }
+  if (in.bad()) throw InputError(path + ": read error");
+  if (out.empty()) throw InputError(path + ": no records");
+  return out;
+}
+
+std::vector<Token> mooncake_block_tokens(int64_t hash_id, int64_t block_tokens) {
+  Rng rng(static_cast<uint64_t>(hash_id) * 0xD6E8FEB86659FD93ull + 0x5851F42D4C957F2Dull);
+  std::vector<Token> t(static_cast<size_t>(block_tokens));
+  for (Token& x : t)
+    x = static_cast<Token>(rng.below(1u << 30));
+  return t;
+}
+
+std::vector<Arrival> import_mooncake(const std::string& path, int64_t block_tokens,
+                                     double ms_per_tick, int64_t max_requests) {
+  std::vector<Arrival> out;
+  RequestId rid = 1;
+  for (const MooncakeRecord& rec : read_mooncake(path, block_tokens, max_requests)) {
+    Arrival a;
+    a.rid = rid++;
+    a.tick = static_cast<uint64_t>(std::floor(static_cast<double>(rec.timestamp_ms) / ms_per_tick));
+    a.output_len = std::max<int64_t>(rec.output_length, 1);
+    a.prompt.reserve(static_cast<size_t>(rec.input_length));
+    for (int64_t id : rec.hash_ids) {
+      const std::vector<Token> block = mooncake_block_tokens(id, block_tokens);
+      a.prompt.insert(a.prompt.end(), block.begin(), block.end());
+    }
+    a.prompt.resize(static_cast<size_t>(rec.input_length));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,114 @@
+#include "sim/op.h"
+
+#include "sim/json_reader.h"
+
+namespace kvsim::sim {
+namespace {
+
+const std::vector<std::string> kOpNames = {
+    "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
+    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush"};
+
+}  // namespace
+
+std::string_view to_string(OpKind kind) {
+  return kOpNames.at(static_cast<size_t>(kind));
+}
+
+nlohmann::json to_json(const Op& op) {
+  nlohmann::json j = {{"op", to_string(op.kind)}};
+  switch (op.kind) {
+    case OpKind::kArrive:
+      j["rid"] = op.rid;
+      j["ns"] = op.ns;
+      j["prompt"] = op.prompt;
+      j["output_len"] = op.output_len;
+      break;
+    case OpKind::kAdmit:
+      j["rid"] = op.rid;
+      j["load_back"] = op.flag;
+      break;
+    case OpKind::kCompute:
+      j["rid"] = op.rid;
+      j["n"] = op.n;
+      if (op.flag) j["oom"] = true;
+      break;
+    case OpKind::kPrefetchCheck:
+    case OpKind::kFinish:
+    case OpKind::kAbort:
+    case OpKind::kRetract:
+    case OpKind::kOffload:
+    case OpKind::kResume:
+      j["rid"] = op.rid;
+      break;
+    case OpKind::kStep:
+      j["stream"] = op.target;
+      j["n"] = op.n;
+      break;
+    case OpKind::kStorage:
+      j["worker"] = op.target;
+      break;
+    case OpKind::kTick:
+      j["now"] = op.n;
+      break;
+    case OpKind::kPoll:
+    case OpKind::kFlush:
+      break;
+  }
+  return j;
+}
+
+Op op_from_json(const nlohmann::json& doc, const std::string& where) {
+  JsonReader r(doc, where);
+  Op op;
+  const std::string name = r.choice("op", "", kOpNames);
+  for (size_t i = 0; i < kOpNames.size(); ++i) {
+    if (kOpNames[i] == name) op.kind = static_cast<OpKind>(i);
+  }
+  constexpr int64_t kMax = INT64_MAX;
+  switch (op.kind) {
+    case OpKind::kArrive: {
+      op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
+      op.ns = static_cast<Namespace>(r.integer("ns", 0, 0, kMax));
+      for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
+        op.prompt.push_back(static_cast<Token>(t));
+      if (op.prompt.empty()) r.fail("prompt", "is empty");
+      op.output_len = r.required_integer("output_len", 1, 1 << 24);
+      break;
+    }
+    case OpKind::kAdmit:
+      op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
+      op.flag = r.boolean("load_back", true);
+      break;
+    case OpKind::kCompute:
+      op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
+      op.n = r.required_integer("n", 1, int64_t{1} << 32);
+      op.flag = r.boolean("oom", false);
+      break;
+    case OpKind::kPrefetchCheck:
+    case OpKind::kFinish:
+    case OpKind::kAbort:
+    case OpKind::kRetract:
+    case OpKind::kOffload:
+    case OpKind::kResume:
+      op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
+      break;
+    case OpKind::kStep:
+      op.target = static_cast<uint32_t>(r.required_integer("stream", 0, 1 << 16));
+      op.n = r.required_integer("n", 1, int64_t{1} << 32);
+      break;
+    case OpKind::kStorage:
+      op.target = static_cast<uint32_t>(r.required_integer("worker", 0, 2));
+      break;
+    case OpKind::kTick:
+      op.n = r.required_integer("now", 0, kMax);
+      break;
+    case OpKind::kPoll:
+    case OpKind::kFlush:
+      break;
+  }
+  r.finish();
+  return op;
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,52 @@
+// Op: one step of a simulator run, as the executor applies it to the real core. The scheduler
+// decides ops; an op trace records them; replay and shrinking feed them back without the
+// scheduler. Ops that no longer make sense (a shrunk trace finishing a request it never
+// admitted) are skipped, never an error: that is what lets delta debugging drop any subset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/common/types.h"
+
+namespace kvsim::sim {
+
+// Do not renumber: op traces name kinds by string, but tests index by value.
+enum class OpKind : uint8_t {
+  kArrive = 0,         // a request enters the waiting queue (prefetch starts here)
+  kPrefetchCheck = 1,  // admission gate: is the request's prefetch done?
+  kAdmit = 2,          // match, lock, load back; the model reads the prefix (checked)
+  kCompute = 3,        // allocate and forward up to `n` tokens (decode appends outputs)
+  kFinish = 4,         // insert into the tree, free, unlock
+  kAbort = 5,          // drop the request wherever it is
+  kRetract = 6,        // decode out of memory: cache what is computed, back to waiting
+  kOffload = 7,        // PD decode retract: copy KV + side buffers to CPU, free the slots
+  kResume = 8,         // PD decode resume: new slots, copy back, check
+  kPoll = 9,           // check_hicache_events (write/load acks, prefetch progress)
+  kStep = 10,          // run up to `n` ops of backend stream `target`
+  kStorage = 11,       // one unit of storage work: target 0 query, 1 io, 2 backup
+  kTick = 12,          // the logical clock moves to `n`
+  kFlush = 13,         // wait for every device↔host transfer and consume its acks
+};
+
+struct Op {
+  OpKind kind = OpKind::kPoll;
+  RequestId rid = 0;
+  Namespace ns = 0;           // kArrive
+  std::vector<Token> prompt;  // kArrive
+  int64_t output_len = 0;     // kArrive
+  int64_t n = 0;              // kCompute: tokens computed after; kStep: ops; kTick: now
+  uint32_t target = 0;        // kStep: stream; kStorage: which worker
+  bool flag = false;          // kAdmit: allow load-back; kCompute: injected OOM
+};
+
+std::string_view to_string(OpKind kind);
+nlohmann::json to_json(const Op& op);
+// Throws InputError naming `where` (file:line) and the field.
+Op op_from_json(const nlohmann::json& j, const std::string& where);
+
+}  // namespace kvsim::sim

@@ -1,0 +1,87 @@
+// Scenario: everything one simulator run depends on besides its seed — the cache
+// configuration, the workload, the scheduler's knobs, the fault sites and the checking level.
+// A scenario file is JSON (scenarios/*.json); a trace header embeds the same object, so a trace
+// replays with exactly the configuration that recorded it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cache/hi_cache_options.h"
+
+namespace kvsim::sim {
+
+enum class WorkloadKind : uint8_t {
+  kMixed = 0,         // shared prompts + multi-turn sessions + agentic loops + uniform
+  kSharedPrompt = 1,  // a few system prompts, each followed by a fresh question
+  kMultiTurn = 2,     // sessions that grow by one turn per request
+  kAgentic = 3,       // long prefixes that grow by tool outputs, re-sent each step
+  kUniform = 4,       // unrelated random prompts
+  kMooncake = 5,      // a Mooncake trace file (hash ids expanded to tokens)
+};
+
+struct WorkloadOptions {
+  WorkloadKind kind = WorkloadKind::kMixed;
+  int64_t requests = 200;
+  double arrival_rate = 0.5;  // mean arrivals per tick (exponential inter-arrival times)
+  int64_t prompt_min = 8, prompt_max = 64;  // fresh tokens per request
+  int64_t output_min = 1, output_max = 16;
+  int64_t system_prompts = 4;
+  int64_t system_prompt_tokens = 64;
+  int64_t sessions = 8;
+  int64_t namespaces = 1;      // tenants (SGLang extra_key)
+  std::string trace_path;      // kMooncake: resolved against the scenario file's folder
+  int64_t block_tokens = 512;  // kMooncake: tokens per hash id
+  double ms_per_tick = 1.0;    // kMooncake: timestamp scale
+};
+
+enum class SchedulerMode : uint8_t { kNormal = 0, kPd = 1 };
+
+struct SchedulerOptions {
+  SchedulerMode mode = SchedulerMode::kNormal;
+  int64_t max_running = 8;            // requests in the running batch
+  int64_t chunk_tokens = 64;          // chunked prefill: tokens per request per iteration
+  int64_t decode_reserve_tokens = 8;  // admission keeps this much room per running request
+  int64_t liveness_ticks = 20000;     // a request must finish within this many ticks
+  int64_t max_ticks = 1000000;        // the run stops (a liveness violation) after this
+  bool load_back = true;
+  bool prefetch = true;  // when storage is on
+};
+
+struct FaultOptions {
+  bool enabled = true;
+  double site_probability = 0.25;  // each site is enabled for this fraction of seeds
+  double fire_probability = 0.2;   // an enabled site fires with this probability per chance
+};
+
+struct CheckOptions {
+  int64_t full_every = 1;  // full sanity_check every N ops (cheap checks run every op)
+  bool content = true;     // model reads are checked against the content oracle
+};
+
+struct Scenario {
+  std::string name = "default";
+  std::string description;
+  std::string source;  // the file it came from ("" for built-in)
+  uint64_t seed = 1;
+  HiCacheOptions cache;
+  bool storage = false;
+  WorkloadOptions workload;
+  SchedulerOptions scheduler;
+  FaultOptions faults;
+  CheckOptions check;
+};
+
+// The built-in default: a mixed workload on a small hybrid-free cache under pressure.
+Scenario default_scenario();
+// Parses and validates; throws InputError naming the source and field.
+Scenario parse_scenario(const nlohmann::json& doc, const std::string& source);
+Scenario load_scenario(const std::string& path);
+// The canonical JSON form (what traces embed); parse_scenario(to_json(s)) == s.
+nlohmann::json to_json(const Scenario& s);
+
+std::string_view to_string(WorkloadKind kind);
+
+}  // namespace kvsim::sim

@@ -1,0 +1,246 @@
+#include "sim/scheduler.h"
+
+#include <algorithm>
+
+namespace kvsim::sim {
+
+Scheduler::Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arrival> arrivals,
+                     OpSink sink)
+    : scenario_(scenario),
+      executor_(scenario, seed),
+      faults_(scenario.faults, seed),
+      rng_(rng_stream(seed, "scheduler")),
+      arrivals_(std::move(arrivals)),
+      sink_(std::move(sink)) {}
+
+bool Scheduler::emit(const Op& op, OpOutcome* out) {
+  if (sink_) sink_(op);
+  const OpOutcome o = executor_.apply(op);
+  if (out != nullptr) *out = o;
+  return !executor_.failed();
+}
+
+RunResult Scheduler::run() {
+  while (!executor_.failed() && !violation_) {
+    if (!iteration()) break;
+  }
+  if (!executor_.failed() && !violation_) drain();
+  RunResult result;
+  result.violation = executor_.failed() ? executor_.violation() : violation_;
+  result.event_hash = executor_.event_hash();
+  result.stats = executor_.stats();
+  result.ticks = static_cast<int64_t>(now_);
+  for (size_t i = 0; i < kFaultSites; ++i)
+    result.faults_fired[i] = faults_.fired(static_cast<FaultSite>(i));
+  return result;
+}
+
+// One scheduler iteration; false when the workload is done.
+bool Scheduler::iteration() {
+  if (next_arrival_ == arrivals_.size() && waiting_.empty() && running_.empty()) return false;
+  // An idle server jumps to the next arrival instead of spinning.
+  if (waiting_.empty() && running_.empty() && arrivals_[next_arrival_].tick > now_) {
+    now_ = arrivals_[next_arrival_].tick;
+  }
+  if (!emit(Op{.kind = OpKind::kTick, .n = static_cast<int64_t>(now_)})) return false;
+  while (next_arrival_ < arrivals_.size() && arrivals_[next_arrival_].tick <= now_) {
+    const Arrival& a = arrivals_[next_arrival_++];
+    if (!emit(Op{.kind = OpKind::kArrive,
+                 .rid = a.rid,
+                 .ns = a.ns,
+                 .prompt = a.prompt,
+                 .output_len = a.output_len})) {
+      return false;
+    }
+    waiting_.push_back(a.rid);
+  }
+  if (!faults_.fire(FaultSite::kAckDefer) && !emit(Op{.kind = OpKind::kPoll})) return false;
+  progress_copies_and_storage();
+  if (executor_.failed()) return false;
+  inject_aborts();
+  if (executor_.failed()) return false;
+  admit_waiting();
+  if (executor_.failed()) return false;
+  if (!faults_.fire(FaultSite::kComputeStall)) forward_running();
+  if (executor_.failed()) return false;
+  check_liveness();
+  ++now_;
+  if (static_cast<int64_t>(now_) > scenario_.scheduler.max_ticks) {
+    violation_ = SimViolation{"liveness", "run exceeded max_ticks",
+                              static_cast<size_t>(executor_.stats().ops)};
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::progress_copies_and_storage() {
+  CacheController& controller = executor_.cache().controller();
+  for (StreamId stream : {controller.write_stream(), controller.load_stream()}) {
+    if (faults_.fire(FaultSite::kCopyDelay)) continue;
+    const int64_t n = 1 + static_cast<int64_t>(rng_.below(8));
+    if (!emit(Op{.kind = OpKind::kStep, .n = n, .target = stream})) return;
+  }
+  if (!executor_.cache().storage_enabled() || faults_.fire(FaultSite::kStorageStall)) return;
+  for (uint32_t worker = 0; worker < 3; ++worker) {
+    const uint64_t units = rng_.below(3);
+    for (uint64_t i = 0; i < units; ++i) {
+      if (!emit(Op{.kind = OpKind::kStorage, .target = worker})) return;
+    }
+  }
+}
+
+void Scheduler::inject_aborts() {
+  if (!waiting_.empty() && faults_.fire(FaultSite::kAbortWaiting)) {
+    const size_t i = rng_.below(waiting_.size());
+    const RequestId rid = waiting_[i];
+    waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
+    if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
+  }
+  if (!running_.empty() && faults_.fire(FaultSite::kAbortRunning)) {
+    const size_t i = rng_.below(running_.size());
+    const RequestId rid = running_[i];
+    running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+    if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
+  }
+  if (!running_.empty() && faults_.fire(FaultSite::kForcedRetract)) {
+    const size_t i = rng_.below(running_.size());
+    const RequestId rid = running_[i];
+    running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+    if (!emit(Op{.kind = OpKind::kRetract, .rid = rid})) return;
+    waiting_.push_front(rid);
+  }
+}
+
+void Scheduler::admit_waiting() {
+  const SchedulerOptions& o = scenario_.scheduler;
+  HiCache& cache = executor_.cache();
+  for (size_t i = 0; i < waiting_.size();) {
+    if (static_cast<int64_t>(running_.size()) >= o.max_running) return;
+    const RequestId rid = waiting_[i];
+    const SimRequest* r = executor_.request(rid);
+    OpOutcome gate;
+    if (!emit(Op{.kind = OpKind::kPrefetchCheck, .rid = rid}, &gate)) return;
+    if (!gate.ok) {  // still prefetching: later requests may go first
+      ++i;
+      continue;
+    }
+    // Budget: what is free or evictable, minus what running requests will still need.
+    const int64_t reserved = static_cast<int64_t>(running_.size()) * o.decode_reserve_tokens;
+    const int64_t budget = cache.available_device_size() + cache.tree().evictable_size() - reserved;
+    const int64_t first_chunk =
+        std::min<int64_t>(o.chunk_tokens, static_cast<int64_t>(r->tokens.size()));
+    if (budget < first_chunk + o.decode_reserve_tokens && !running_.empty()) return;
+    OpOutcome admitted;
+    if (!emit(Op{.kind = OpKind::kAdmit, .rid = rid, .flag = o.load_back}, &admitted)) return;
+    if (!admitted.ok) return;  // no state slot: wait for running requests to finish
+    waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
+    running_.push_back(rid);
+  }
+}
+
+void Scheduler::forward_running() {
+  const SchedulerOptions& o = scenario_.scheduler;
+  const std::vector<RequestId> batch = running_;
+  for (RequestId rid : batch) {
+    if (std::find(running_.begin(), running_.end(), rid) == running_.end()) continue;
+    const SimRequest* r = executor_.request(rid);
+    if (r->computed < r->tokens.size()) {  // chunked prefill (or re-prefill after a retract)
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(r->computed) + o.chunk_tokens,
+                                          static_cast<int64_t>(r->tokens.size()));
+      OpOutcome out;
+      const bool oom = faults_.fire(FaultSite::kAllocFail);
+      if (!emit(Op{.kind = OpKind::kCompute, .rid = rid, .n = n, .flag = oom}, &out)) return;
+      if (!out.ok && running_.size() > 1) {  // no room for this chunk now: back to waiting
+        running_.erase(std::find(running_.begin(), running_.end(), rid));
+        if (!emit(Op{.kind = OpKind::kRetract, .rid = rid})) return;
+        waiting_.push_front(rid);
+      }
+      continue;
+    }
+    if (r->generated >= r->output_len) {
+      running_.erase(std::find(running_.begin(), running_.end(), rid));
+      if (!emit(Op{.kind = OpKind::kFinish, .rid = rid})) return;
+      continue;
+    }
+    if (!decode_or_retract(rid)) return;
+  }
+}
+
+// One decode token for `rid`; on OOM retracts others (fewest generated first), keeping `rid`;
+// aborts `rid` when even alone it cannot grow. False when the run failed.
+bool Scheduler::decode_or_retract(RequestId rid) {
+  for (;;) {
+    const SimRequest* r = executor_.request(rid);
+    OpOutcome out;
+    const bool oom = faults_.fire(FaultSite::kAllocFail);
+    if (!emit(Op{.kind = OpKind::kCompute,
+                 .rid = rid,
+                 .n = static_cast<int64_t>(r->computed) + 1,
+                 .flag = oom},
+              &out)) {
+      return false;
+    }
+    if (out.ok || oom) return true;  // an injected failure is simply retried next iteration
+    std::vector<RequestId> victims;
+    for (RequestId other : running_) {
+      if (other != rid) victims.push_back(other);
+    }
+    if (victims.empty()) {
+      running_.erase(std::find(running_.begin(), running_.end(), rid));
+      return emit(Op{.kind = OpKind::kAbort, .rid = rid});
+    }
+    std::sort(victims.begin(), victims.end(), [&](RequestId a, RequestId b) {
+      const SimRequest* ra = executor_.request(a);
+      const SimRequest* rb = executor_.request(b);
+      if (ra->generated != rb->generated) return ra->generated < rb->generated;
+      return a > b;  // the later arrival first
+    });
+    const RequestId victim = victims.front();
+    running_.erase(std::find(running_.begin(), running_.end(), victim));
+    if (!emit(Op{.kind = OpKind::kRetract, .rid = victim})) return false;
+    waiting_.push_front(victim);
+  }
+}
+
+void Scheduler::check_liveness() {
+  const int64_t bound = scenario_.scheduler.liveness_ticks;
+  for (RequestId rid : running_) {
+    const SimRequest* r = executor_.request(rid);
+    if (static_cast<int64_t>(now_ - r->arrival_tick) > bound) {
+      violation_ = SimViolation{"liveness",
+                                "request " + std::to_string(rid) + " still running after " +
+                                    std::to_string(bound) + " ticks",
+                                static_cast<size_t>(executor_.stats().ops)};
+      return;
+    }
+  }
+  for (RequestId rid : waiting_) {
+    const SimRequest* r = executor_.request(rid);
+    if (static_cast<int64_t>(now_ - r->arrival_tick) > bound) {
+      violation_ = SimViolation{"liveness",
+                                "request " + std::to_string(rid) + " still waiting after " +
+                                    std::to_string(bound) + " ticks",
+                                static_cast<size_t>(executor_.stats().ops)};
+      return;
+    }
+  }
+}
+
+// After the last request: every transfer lands, every ack is consumed, storage goes idle.
+bool Scheduler::drain() {
+  if (!emit(Op{.kind = OpKind::kFlush})) return false;
+  if (executor_.cache().storage_enabled()) {
+    for (int rounds = 0; rounds < 1000000; ++rounds) {
+      OpOutcome a, b, c;
+      if (!emit(Op{.kind = OpKind::kStorage, .target = 0}, &a)) return false;
+      if (!emit(Op{.kind = OpKind::kStorage, .target = 1}, &b)) return false;
+      if (!emit(Op{.kind = OpKind::kStorage, .target = 2}, &c)) return false;
+      if (!a.ok && !b.ok && !c.ok) break;
+    }
+    if (!emit(Op{.kind = OpKind::kFlush})) return false;
+  }
+  executor_.check_quiescent();
+  return !executor_.failed();
+}
+
+}  // namespace kvsim::sim

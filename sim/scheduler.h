@@ -1,0 +1,73 @@
+// Scheduler: a model of SGLang's scheduler loop that decides, tick by tick, which ops the
+// executor applies — the only source of decisions in a run, drawing every choice from the seed.
+//
+// One iteration (tick):
+//   arrivals → waiting queue (prefetch starts at arrival);
+//   poll point (write/load acks, prefetch progress) — unless a fault defers it;
+//   storage workers and copy streams make a random amount of progress (faults stall them);
+//   admission: FIFO over the waiting queue, gated by prefetch progress, bounded by max_running
+//     and the budget available + evictable − reserved (decode_reserve per running request);
+//     admit = match_prefix + lock + load-back + the model's read of the prefix;
+//   forward: each running request computes one prefill chunk or one decode token; a decode
+//     that does not fit retracts others, fewest generated tokens first, keeping one, and a
+//     request that cannot fit even alone is aborted (SGLang's retract_decode); finished
+//     requests are inserted into the tree.
+// The run ends when every request is done; then all in-flight work is drained and the
+// executor checks quiescence. A request older than liveness_ticks is a "liveness" violation.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "sim/executor.h"
+#include "sim/faults.h"
+#include "sim/workload.h"
+
+namespace kvsim::sim {
+
+struct RunResult {
+  std::optional<SimViolation> violation;
+  uint64_t event_hash = 0;
+  ExecutorStats stats;
+  int64_t ticks = 0;
+  std::array<uint64_t, kFaultSites> faults_fired{};
+  bool ok() const { return !violation.has_value(); }
+};
+
+// Receives every op in order (trace recording); may be empty.
+using OpSink = std::function<void(const Op&)>;
+
+class Scheduler {
+ public:
+  Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arrival> arrivals,
+            OpSink sink = {});
+  RunResult run();
+
+ private:
+  bool emit(const Op& op, OpOutcome* out = nullptr);
+  bool iteration();
+  void admit_waiting();
+  void forward_running();
+  bool decode_or_retract(RequestId rid);
+  void inject_aborts();
+  void progress_copies_and_storage();
+  bool drain();
+  void check_liveness();
+
+  const Scenario& scenario_;
+  Executor executor_;
+  Faults faults_;
+  Rng rng_;
+  std::vector<Arrival> arrivals_;
+  size_t next_arrival_ = 0;
+  std::deque<RequestId> waiting_;
+  std::vector<RequestId> running_;
+  OpSink sink_;
+  uint64_t now_ = 0;
+  std::optional<SimViolation> violation_;
+};
+
+}  // namespace kvsim::sim

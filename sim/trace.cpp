@@ -1,0 +1,147 @@
+#include "sim/trace.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "sim/json_reader.h"
+
+namespace kvsim::sim {
+namespace {
+
+nlohmann::json header(const char* kind, const Scenario& s, uint64_t seed) {
+  return {{"kvsim_trace", kTraceVersion}, {"kind", kind}, {"seed", seed}, {"scenario", to_json(s)}};
+}
+
+void write_lines(const std::string& path, const std::vector<nlohmann::json>& lines) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw InputError(path + ": cannot create file");
+  for (const nlohmann::json& j : lines)
+    out << j.dump() << '\n';
+  out.flush();
+  if (!out) throw InputError(path + ": write error");
+}
+
+nlohmann::json violation_json(const SimViolation& v) {
+  return {{"invariant", v.invariant}, {"detail", v.detail}, {"op_index", v.op_index}};
+}
+
+}  // namespace
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
+  std::vector<nlohmann::json> lines{header("workload", trace.scenario, trace.seed)};
+  for (const Arrival& a : trace.arrivals) {
+    lines.push_back({{"rid", a.rid},
+                     {"tick", a.tick},
+                     {"ns", a.ns},
+                     {"prompt", a.prompt},
+                     {"output_len", a.output_len}});
+  }
+  write_lines(path, lines);
+}
+
+void write_op_trace(const std::string& path, const OpTrace& trace) {
+  std::vector<nlohmann::json> lines{header("ops", trace.scenario, trace.seed)};
+  if (trace.violation) lines.front()["violation"] = violation_json(*trace.violation);
+  for (const Op& op : trace.ops)
+    lines.push_back(to_json(op));
+  nlohmann::json end = {{"ops", trace.ops.size()}};
+  if (trace.event_hash) end["event_hash"] = hex64(*trace.event_hash);
+  end["violation"] = trace.violation ? violation_json(*trace.violation) : nlohmann::json();
+  lines.push_back({{"end", end}});
+  write_lines(path, lines);
+}
+
+AnyTrace read_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open file");
+  AnyTrace trace;
+  std::string line;
+  size_t line_no = 0;
+  bool ended = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string where = path + ":" + std::to_string(line_no);
+    if (line.empty()) continue;
+    if (ended) throw InputError(where + ": content after the end record");
+    const nlohmann::json doc = parse_json(line, where);
+    if (line_no == 1) {
+      JsonReader r(doc, where);
+      const int64_t version = r.required_integer("kvsim_trace", 1, INT32_MAX);
+      if (version != kTraceVersion) {
+        r.fail("kvsim_trace", "version " + std::to_string(version) +
+                                  " is not supported (this "
+                                  "kvsim reads version " +
+                                  std::to_string(kTraceVersion) + ")");
+      }
+      trace.kind = r.choice("kind", "", {"workload", "ops"});
+      const uint64_t seed = static_cast<uint64_t>(r.required_integer("seed", 0, INT64_MAX));
+      if (!r.has("scenario")) r.fail("scenario", "missing");
+      const Scenario s = parse_scenario(r.raw("scenario"), where + " (scenario)");
+      r.raw("violation");  // informational; the footer carries the same
+      r.finish();
+      trace.workload.scenario = trace.ops.scenario = s;
+      trace.workload.seed = trace.ops.seed = seed;
+      continue;
+    }
+    if (trace.kind == "workload") {
+      JsonReader r(doc, where);
+      Arrival a;
+      a.rid = static_cast<RequestId>(r.required_integer("rid", 1, INT64_MAX));
+      a.tick = static_cast<uint64_t>(r.required_integer("tick", 0, INT64_MAX));
+      a.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
+      for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
+        a.prompt.push_back(static_cast<Token>(t));
+      if (a.prompt.empty()) r.fail("prompt", "is empty");
+      a.output_len = r.required_integer("output_len", 1, 1 << 24);
+      r.finish();
+      if (!trace.workload.arrivals.empty() && a.tick < trace.workload.arrivals.back().tick) {
+        r.fail("tick", "goes backwards");
+      }
+      trace.workload.arrivals.push_back(std::move(a));
+      continue;
+    }
+    if (doc.is_object() && doc.contains("end")) {
+      JsonReader r(doc, where);
+      JsonReader end = r.object("end");
+      const int64_t ops = end.required_integer("ops", 0, INT64_MAX);
+      if (ops != static_cast<int64_t>(trace.ops.ops.size())) {
+        end.fail("ops", "says " + std::to_string(ops) + " but the trace holds " +
+                            std::to_string(trace.ops.ops.size()) + " (truncated?)");
+      }
+      const std::string hash = end.string("event_hash", "");
+      if (!hash.empty()) {
+        if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
+          end.fail("event_hash", "expected 16 hex digits");
+        }
+        trace.ops.event_hash = std::stoull(hash, nullptr, 16);
+      }
+      const nlohmann::json& v = end.raw("violation");
+      if (!v.is_null()) {
+        JsonReader vr(v, where, "end.violation");
+        trace.ops.violation =
+            SimViolation{vr.required_string("invariant"), vr.string("detail", ""),
+                         static_cast<size_t>(vr.integer("op_index", 0, 0, INT64_MAX))};
+        vr.finish();
+      }
+      end.finish();
+      r.finish();
+      ended = true;
+      continue;
+    }
+    trace.ops.ops.push_back(op_from_json(doc, where));
+  }
+  if (in.bad()) throw InputError(path + ": read error");
+  if (line_no == 0) throw InputError(path + ": empty file (no header)");
+  if (trace.kind == "workload" && trace.workload.arrivals.empty()) {
+    throw InputError(path + ": workload trace has no arrivals");
+  }
+  return trace;
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,54 @@
+// Traces: JSON Lines with a versioned header that embeds the scenario and the seed.
+//
+//   workload trace: header {"kvsim_trace":1,"kind":"workload",...}, then one arrival per line;
+//                   replaying it re-runs the scheduler on exactly these arrivals.
+//   op trace:       header {"kvsim_trace":1,"kind":"ops",...}, then one op per line, then a
+//                   footer {"end":{...}} with the event hash and the violation (if any); replaying
+//                   it applies the ops to a fresh executor without the scheduler, and a run
+//                   that failed writes one annotated with the violated invariant and step.
+// Every malformed line is an InputError naming the file, the line and the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/executor.h"
+#include "sim/op.h"
+#include "sim/scenario.h"
+#include "sim/workload.h"
+
+namespace kvsim::sim {
+
+inline constexpr int64_t kTraceVersion = 1;
+
+struct WorkloadTrace {
+  Scenario scenario;
+  uint64_t seed = 0;
+  std::vector<Arrival> arrivals;
+};
+
+struct OpTrace {
+  Scenario scenario;
+  uint64_t seed = 0;
+  std::vector<Op> ops;
+  // From the footer (absent in a truncated trace).
+  std::optional<uint64_t> event_hash;
+  std::optional<SimViolation> violation;
+};
+
+void write_workload_trace(const std::string& path, const WorkloadTrace& trace);
+void write_op_trace(const std::string& path, const OpTrace& trace);
+
+// Reads either kind; `kind` tells which one it was ("workload" or "ops").
+struct AnyTrace {
+  std::string kind;
+  WorkloadTrace workload;
+  OpTrace ops;
+};
+AnyTrace read_trace(const std::string& path);
+
+std::string hex64(uint64_t v);
+
+}  // namespace kvsim::sim

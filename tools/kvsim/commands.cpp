@@ -1,0 +1,189 @@
+#include "tools/kvsim/commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "sim/json_reader.h"
+#include "sim/mooncake.h"
+#include "sim/runner.h"
+
+namespace kvsim::tools {
+namespace {
+
+using sim::InputError;
+
+int input_error(const std::exception& e) {
+  std::fprintf(stderr, "kvsim: %s\n", e.what());
+  return 2;
+}
+
+sim::Scenario scenario_or_default(const std::string& path) {
+  return path.empty() ? sim::default_scenario() : sim::load_scenario(path);
+}
+
+void progress(uint64_t done, uint64_t total, uint64_t failures) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / total);
+  std::fprintf(stderr, "\r[%.*s%*s] %llu/%llu seeds, %llu failing", filled,
+               "##############################", kWidth - filled, "",
+               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+               static_cast<unsigned long long>(failures));
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int run_command(const RunCommand& c) {
+  try {
+    sim::Scenario s = scenario_or_default(c.scenario);
+    if (c.full_every > 0) s.check.full_every = c.full_every;
+    if (c.no_faults) s.faults.enabled = false;
+    std::vector<sim::Arrival> given;
+    uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
+    if (!c.workload.empty()) {
+      sim::AnyTrace t = sim::read_trace(c.workload);
+      if (t.kind != "workload") throw InputError(c.workload + ": not a workload trace");
+      given = std::move(t.workload.arrivals);
+    }
+    if (!c.record.empty() && c.seeds != 1) {
+      throw InputError("--record: records one run; drop --seeds or set it to 1");
+    }
+    const bool show_progress = c.progress && c.seeds > 1 && !c.json && isatty(STDERR_FILENO);
+    uint64_t failures = 0;
+    for (uint64_t i = 0; i < c.seeds; ++i) {
+      const uint64_t seed = first_seed + i;
+      std::vector<sim::Op> ops;
+      sim::RunRequest req{.scenario = &s,
+                          .seed = seed,
+                          .arrivals = given.empty() ? nullptr : &given,
+                          .record = &ops};
+      const sim::RunResult r = sim::run_scenario(req);
+      if (!r.ok()) ++failures;
+      if (c.json) {
+        std::printf("%s\n", sim::summary_json(s, seed, r).dump().c_str());
+      } else if (c.seeds == 1 || !r.ok()) {
+        if (show_progress) std::fprintf(stderr, "\n");
+        std::printf("%s", sim::summary_text(s, seed, r).c_str());
+      }
+      std::string trace_path = c.record;
+      if (!r.ok() && trace_path.empty()) {
+        trace_path = (c.failure_trace.empty() ? std::string(".") : c.failure_trace) + "/kvsim-" +
+                     s.name + "-seed" + std::to_string(seed) + ".trace.jsonl";
+      }
+      if (!trace_path.empty()) {
+        sim::write_op_trace(trace_path, sim::OpTrace{.scenario = s,
+                                                     .seed = seed,
+                                                     .ops = ops,
+                                                     .event_hash = r.event_hash,
+                                                     .violation = r.violation});
+        if (!c.json) {
+          std::printf("  op trace: %s (replay: kvsim replay %s)\n", trace_path.c_str(),
+                      trace_path.c_str());
+        }
+      }
+      if (show_progress) progress(i + 1, c.seeds, failures);
+    }
+    if (c.seeds > 1 && !c.json) {
+      std::printf("%s: %llu seeds from %llu: %llu ok, %llu with violations\n", s.name.c_str(),
+                  static_cast<unsigned long long>(c.seeds),
+                  static_cast<unsigned long long>(first_seed),
+                  static_cast<unsigned long long>(c.seeds - failures),
+                  static_cast<unsigned long long>(failures));
+    }
+    return failures == 0 ? 0 : 1;
+  } catch (const InputError& e) {
+    return input_error(e);
+  }
+}
+
+int replay_command(const ReplayCommand& c) {
+  try {
+    sim::AnyTrace t = sim::read_trace(c.trace);
+    sim::RunResult r;
+    const sim::Scenario* s = nullptr;
+    uint64_t seed = 0;
+    if (t.kind == "workload") {
+      s = &t.workload.scenario;
+      seed = t.workload.seed;
+      r = sim::run_scenario(
+          sim::RunRequest{.scenario = s, .seed = seed, .arrivals = &t.workload.arrivals});
+    } else {
+      s = &t.ops.scenario;
+      seed = t.ops.seed;
+      r = sim::replay_ops(t.ops);
+    }
+    if (c.json) {
+      nlohmann::json j = sim::summary_json(*s, seed, r);
+      if (t.kind == "ops" && t.ops.event_hash) {
+        j["recorded_event_hash"] = sim::hex64(*t.ops.event_hash);
+      }
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%s", sim::summary_text(*s, seed, r).c_str());
+    }
+    if (t.kind == "ops") {
+      const bool same_hash = !t.ops.event_hash || *t.ops.event_hash == r.event_hash;
+      const bool same_violation =
+          t.ops.violation.has_value() == r.violation.has_value() &&
+          (!r.violation || r.violation->invariant == t.ops.violation->invariant);
+      if (!c.json) {
+        std::printf(
+            "  replay %s the recording (%s)\n",
+            same_hash && same_violation ? "matches" : "DIFFERS FROM",
+            t.ops.violation ? ("violation " + t.ops.violation->invariant).c_str() : "clean run");
+      }
+      if (!same_hash || !same_violation) return 3;
+    }
+    return r.ok() ? 0 : 1;
+  } catch (const InputError& e) {
+    return input_error(e);
+  }
+}
+
+int gen_command(const GenCommand& c) {
+  try {
+    sim::Scenario s = scenario_or_default(c.scenario);
+    const uint64_t seed = c.seed != 0 ? c.seed : s.seed;
+    sim::WorkloadTrace t{.scenario = s, .seed = seed, .arrivals = sim::generate_workload(s, seed)};
+    sim::write_workload_trace(c.out, t);
+    std::printf("%s: %zu arrivals of scenario %s, seed %llu\n", c.out.c_str(), t.arrivals.size(),
+                s.name.c_str(), static_cast<unsigned long long>(seed));
+    return 0;
+  } catch (const InputError& e) {
+    return input_error(e);
+  }
+}
+
+int import_mooncake_command(const ImportMooncakeCommand& c) {
+  try {
+    sim::Scenario s;
+    if (c.scenario.empty()) {
+      s = sim::default_scenario();
+      s.name = "mooncake";
+      s.description = "Imported Mooncake trace";
+      s.cache.page_size = static_cast<int32_t>(c.block_tokens);
+      s.cache.layer_count = 1;
+      s.cache.item_bytes = 8;
+      s.cache.device_tokens = c.block_tokens * 20000;
+      s.cache.host_tokens = c.block_tokens * 40000;
+    } else {
+      s = sim::load_scenario(c.scenario);
+    }
+    std::vector<sim::Arrival> arrivals =
+        sim::import_mooncake(c.in, c.block_tokens, c.ms_per_tick, c.limit);
+    s.workload.kind = sim::WorkloadKind::kUniform;  // the trace carries the arrivals itself
+    s.workload.requests = static_cast<int64_t>(arrivals.size());
+    sim::write_workload_trace(
+        c.out, sim::WorkloadTrace{.scenario = s, .seed = s.seed, .arrivals = std::move(arrivals)});
+    std::printf("%s: %lld requests imported from %s\n", c.out.c_str(),
+                static_cast<long long>(s.workload.requests), c.in.c_str());
+    return 0;
+  } catch (const InputError& e) {
+    return input_error(e);
+  }
+}
+
+}  // namespace kvsim::tools

@@ -1,0 +1,50 @@
+// The kvsim subcommands, free of CLI11 (which main.cpp alone includes): each takes its parsed
+// options and returns the process exit code. Bad input is reported on stderr as
+// "kvsim: <file>:<line>: field <name>: <problem>" with exit code 2; a run that finds a
+// violation exits 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvsim::tools {
+
+struct RunCommand {
+  std::string scenario;  // "" = the built-in default
+  uint64_t seed = 0;     // 0 = the scenario's seed
+  uint64_t seeds = 1;
+  bool json = false;
+  std::string record;         // write the op trace of the (single) run here
+  std::string failure_trace;  // where a failing run writes its op trace ("" = next to cwd)
+  std::string workload;       // run on the arrivals of this workload trace
+  int64_t full_every = 0;     // override check.full_every
+  bool no_faults = false;
+  bool progress = true;
+};
+
+struct ReplayCommand {
+  std::string trace;
+  bool json = false;
+};
+
+struct GenCommand {
+  std::string scenario;
+  uint64_t seed = 0;
+  std::string out;
+};
+
+struct ImportMooncakeCommand {
+  std::string in;
+  std::string out;
+  std::string scenario;  // the scenario embedded in the header ("" = a Mooncake default)
+  int64_t block_tokens = 512;
+  double ms_per_tick = 1.0;
+  int64_t limit = 0;
+};
+
+int run_command(const RunCommand& c);
+int replay_command(const ReplayCommand& c);
+int gen_command(const GenCommand& c);
+int import_mooncake_command(const ImportMooncakeCommand& c);
+
+}  // namespace kvsim::tools
