@@ -40,6 +40,9 @@ CudaBackend::CudaBackend(CudaBackendOptions options)
   void* fault = nullptr;
   KV_CUDA_CHECK(cudaMalloc(&fault, sizeof(KvTransferFault)));
   KV_CUDA_CHECK(cudaMemset(fault, 0, sizeof(KvTransferFault)));
+  // cudaMemset may run asynchronously on the legacy stream, which our non-blocking streams do
+  // not wait for: finish it before any transfer kernel can touch the record.
+  KV_CUDA_CHECK(cudaDeviceSynchronize());
   fault_ = static_cast<KvTransferFault*>(fault);
   int sms = 0;
   KV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));

@@ -9,11 +9,13 @@
 //    a stream stand still for tests, as an unstepped CPU stream does;
 //  - violations() is always empty: compute-sanitizer is this backend's checker. API misuse
 //    (an unknown stream or event, a block that is not live, a range outside its block, a bad
-//    transfer shape) is a KV_ASSERT at enqueue; a transfer index outside its pool is skipped
-//    by the kernel (or refused by the direct path) and turns into a KV_ASSERT at the next
-//    synchronize() or read_sync();
+//    transfer shape) is a KV_ASSERT at enqueue. A transfer index outside its pool is never
+//    addressed: the kernel skips it and the next synchronize() or read_sync() KV_ASSERTs,
+//    naming the transfer; the direct path KV_ASSERTs at once, before any copy;
 //  - upload_async copies the caller's bytes into backend-owned pinned staging memory at once
-//    (cuda_pinned_staging.h);
+//    (cuda_pinned_staging.h); a copy between two pinned blocks is a copy kernel, not a
+//    host-to-host cudaMemcpyAsync, which CUDA runs synchronously with the host (cuda_copy.h);
+//  - fresh device memory is not zeroed (cudaMalloc), unlike the CPU emulation's;
 //  - the direct transfer path needs the index values on the host: it waits for the stream to
 //    reach the transfer (cudaStreamSynchronize), reads the indices, then enqueues the copies.
 //    It is a host synchronization point; the kernel path is fully asynchronous.

@@ -142,6 +142,7 @@ void CudaBackend::check_kernel_faults() {
   KV_CUDA_CHECK(cudaMemcpy(&fault, fault_, sizeof(fault), cudaMemcpyDeviceToHost));
   if (fault.count == 0) return;
   KV_CUDA_CHECK(cudaMemset(fault_, 0, sizeof(KvTransferFault)));
+  KV_CUDA_CHECK(cudaDeviceSynchronize());  // see the constructor: order it before later kernels
   KV_ASSERT(fault.count == 0, "transfer " + transfer_label(fault.serial) + ": " +
                                   (fault.side == 1 ? "source" : "destination") + " index " +
                                   std::to_string(fault.position) + " = " +
