@@ -5,7 +5,7 @@ namespace {
 
 // Pools are told apart through the layer term: the SWA and Mamba pools use shifted layers.
 constexpr int64_t kind_offset(ContentKind kind) {
-  return kind == ContentKind::kFull ? 0 : (kind == ContentKind::kSwa ? (1 << 20) : (2 << 20));
+  return static_cast<int64_t>(kind) << 20;
 }
 
 uint64_t hash_prefix(Namespace ns, std::span<const Token> tokens, size_t position) {

@@ -17,7 +17,7 @@
 namespace kvsim::sim {
 
 // Which pool an item belongs to: the same token has different bytes in each.
-enum class ContentKind : uint32_t { kFull = 0, kSwa = 1, kMamba = 2 };
+enum class ContentKind : uint32_t { kFull = 0, kSwa = 1, kMamba = 2, kIndexer = 3 };
 
 // FNV-1a over the namespace and the tokens so far.
 class PrefixHash {

@@ -12,6 +12,17 @@ Executor::Executor(const Scenario& scenario, uint64_t seed)
     : scenario_(scenario), gpu_rng_(rng_stream(seed, "executor.gpu")) {
   if (scenario_.storage) storage_ = std::make_unique<MemoryStorage>();
   cache_ = std::make_unique<HiCache>(backend_, scenario_.cache, storage_.get());
+  const HiCacheOptions& c = scenario_.cache;
+  if (scenario_.sparse_index_bytes_per_page > 0) {
+    sparse_ = std::make_unique<SparseIndexBuffer>(
+        backend_, c.device_tokens / c.page_size + 1, c.layer_count,
+        static_cast<size_t>(scenario_.sparse_index_bytes_per_page), c.page_size);
+  }
+  if (pd()) {
+    metadata_ = std::make_unique<MetadataBuffers>(MetadataBuffersOptions{
+        .slot_count = static_cast<int32_t>(scenario_.scheduler.metadata_slots),
+        .hidden_state_bytes = 32});
+  }
   mix(seed);
 }
 
@@ -116,8 +127,9 @@ OpOutcome Executor::dispatch(const Op& op) {
     case OpKind::kRetract:
       return retract(r);
     case OpKind::kOffload:
+      return offload(r);
     case OpKind::kResume:
-      return {};  // PD retract-resume: not wired into the executor yet
+      return resume(r);
     default:
       return {};
   }
@@ -163,8 +175,21 @@ OpOutcome Executor::admit(SimRequest& r, bool load_back) {
   if (r.state != RequestState::kWaiting) return {};
   if (r.prefetching) return {true, false};  // the gate (prefetch_check) has not opened
   auto kv = std::make_unique<RequestKV>(*cache_, r.ns);
-  std::optional<AdmitOutcome> out = kv->admit(r.tokens, load_back);
+  // PD decode receives the KV from a prefill instance: no prefix matching on this side.
+  std::optional<AdmitOutcome> out = kv->admit(r.tokens, load_back, /*use_prefix_cache=*/!pd());
   if (!out) return {true, false};
+  if (pd()) {
+    // The prefill side publishes the request's metadata; the decode side reads it once and
+    // the slot goes back to the pool (the request keeps its copy).
+    std::optional<MetadataSlot> slot = metadata_->alloc();
+    if (!slot) {
+      kv->abort();
+      return {true, false};
+    }
+    metadata_->set_buf(*slot, expected_metadata(r));
+    r.metadata = metadata_->get_buf(*slot);
+    metadata_->free(*slot);
+  }
   r.kv = std::move(kv);
   r.state = RequestState::kRunning;
   r.computed = r.kv->owned_from();
@@ -199,6 +224,14 @@ OpOutcome Executor::compute(SimRequest& r, int64_t n, bool oom) {
 
 OpOutcome Executor::finish(SimRequest& r) {
   if (r.state != RequestState::kRunning) return {};
+  if (pd()) {
+    check_metadata(r);
+    r.kv->abort();  // a decode instance releases its slots; nothing goes into the tree
+    r.kv.reset();
+    r.state = RequestState::kDone;
+    ++stats_.finished;
+    return {true, true};
+  }
   r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
   r.kv.reset();
   r.state = RequestState::kDone;
@@ -212,6 +245,7 @@ OpOutcome Executor::abort(SimRequest& r) {
     r.kv->abort();
     r.kv.reset();
   }
+  r.cpu_copy.reset();
   if (r.prefetching) {
     cache_->release_aborted_request(r.rid);
     r.prefetching = false;
@@ -299,6 +333,17 @@ void Executor::forward(SimRequest& r, size_t from, size_t to) {
     }
   };
   write_runs(cache_->device_pool(), r.kv->kv(), ContentKind::kFull);
+  if (sparse_) {  // indexer keys of each page this forward completes
+    const auto page = static_cast<size_t>(scenario_.cache.page_size);
+    bytes.assign(sparse_->bytes_per_page(), std::byte{0});
+    for (size_t end = (from / page + 1) * page; end <= to; end += page) {
+      const int64_t p = r.kv->kv()[end - page] / static_cast<SlotIndex>(page);
+      for (int32_t layer = 0; layer < sparse_->layer_count(); ++layer) {
+        fill_item(r.prefix_hash[end - 1], end - 1, layer, ContentKind::kIndexer, bytes);
+        sparse_->write_page_async(compute, layer, p, bytes);
+      }
+    }
+  }
   if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
     write_runs(swa->device_pool(), *r.kv->swa(), ContentKind::kSwa);
   }

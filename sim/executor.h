@@ -24,6 +24,9 @@
 #include "core/backend/cpu_backend.h"
 #include "core/cache/hi_cache.h"
 #include "core/cache/request_kv.h"
+#include "core/pools/cpu_copy.h"
+#include "core/pools/metadata_buffers.h"
+#include "core/pools/sparse_index_buffer.h"
 #include "core/tiers/memory_storage.h"
 #include "sim/op.h"
 #include "sim/rng.h"
@@ -53,6 +56,11 @@ struct SimRequest {
   bool prefetching = false;
   std::unique_ptr<RequestKV> kv;
   int64_t retracts = 0;
+  // PD decode: the metadata the prefill side sent (a copy, seed 003), and the CPU copy that
+  // holds the request's KV and side buffers while it is retracted.
+  std::optional<MetadataRecord> metadata;
+  std::optional<CpuCopy> cpu_copy;
+  size_t offloaded_slots = 0;
 };
 
 struct ExecutorStats {
@@ -64,6 +72,8 @@ struct ExecutorStats {
   int64_t device_hit_tokens = 0;
   int64_t host_hit_tokens = 0;
   int64_t content_checks = 0;
+  int64_t offloaded = 0;
+  int64_t resumed = 0;
 };
 
 struct OpOutcome {
@@ -100,7 +110,13 @@ class Executor {
   OpOutcome finish(SimRequest& r);
   OpOutcome abort(SimRequest& r);
   OpOutcome retract(SimRequest& r);
+  OpOutcome offload(SimRequest& r);
+  OpOutcome resume(SimRequest& r);
   OpOutcome step(uint32_t stream, int64_t n);
+  bool pd() const { return scenario_.scheduler.mode == SchedulerMode::kPd; }
+  MetadataRecord expected_metadata(const SimRequest& r) const;
+  bool check_metadata(const SimRequest& r);
+  CpuCopyPools cpu_copy_pools();
   OpOutcome storage(uint32_t worker);
 
   void extend_tokens(SimRequest& r);  // prefix_hash catches up with tokens
@@ -109,7 +125,9 @@ class Executor {
   void drive_compute();
   // Model reads, checked against the oracle; false after recording a "content" violation.
   bool read_prefix(SimRequest& r);
-  bool read_pool_range(KVPool& pool, int32_t layers, const std::vector<SlotIndex>& slots,
+  // Reads items `slots` (all layers) of `view` and compares item i with the oracle's bytes of
+  // position positions[i] (kind: ContentKind).
+  bool read_pool_range(const KVPoolView& view, const std::vector<SlotIndex>& slots,
                        const std::vector<size_t>& positions, const SimRequest& r, int kind,
                        const char* what);
   Block& scratch(size_t bytes);
@@ -122,6 +140,8 @@ class Executor {
   CpuBackend backend_;
   std::unique_ptr<MemoryStorage> storage_;
   std::unique_ptr<HiCache> cache_;
+  std::unique_ptr<SparseIndexBuffer> sparse_;  // when the scenario has one
+  std::unique_ptr<MetadataBuffers> metadata_;  // PD mode
   std::map<RequestId, SimRequest> requests_;
   std::optional<SimViolation> violation_;
   ExecutorStats stats_;

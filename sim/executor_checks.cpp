@@ -15,11 +15,11 @@ Block& Executor::scratch(size_t bytes) {
   return scratch_;
 }
 
-bool Executor::read_pool_range(KVPool& pool, int32_t layers, const std::vector<SlotIndex>& slots,
+bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotIndex>& slots,
                                const std::vector<size_t>& positions, const SimRequest& r, int kind,
                                const char* what) {
   if (slots.empty()) return true;
-  const KVPoolView& view = pool.view();
+  const int32_t layers = view.layer_count;
   const size_t per_layer = slots.size() * view.item_bytes;
   Block& out = scratch(per_layer * static_cast<size_t>(layers));
   const StreamId compute = backend_.compute_stream();
@@ -62,9 +62,22 @@ bool Executor::read_prefix(SimRequest& r) {
   std::vector<size_t> positions(n);
   for (size_t i = 0; i < n; ++i)
     positions[i] = i;
-  if (!read_pool_range(cache_->device_pool(), cache_->device_pool().layer_count(), slots, positions,
-                       r, static_cast<int>(ContentKind::kFull), "full KV")) {
+  if (!read_pool_range(cache_->device_pool().view(), slots, positions, r,
+                       static_cast<int>(ContentKind::kFull), "full KV")) {
     return false;
+  }
+  if (sparse_) {  // the indexer keys of every complete page of the prefix
+    const auto page = static_cast<size_t>(scenario_.cache.page_size);
+    std::vector<SlotIndex> pages;
+    std::vector<size_t> last;
+    for (size_t q = 0; (q + 1) * page <= n; ++q) {
+      pages.push_back(r.kv->kv()[q * page] / static_cast<SlotIndex>(page));
+      last.push_back((q + 1) * page - 1);
+    }
+    if (!read_pool_range(sparse_->view(), pages, last, r, static_cast<int>(ContentKind::kIndexer),
+                         "sparse index")) {
+      return false;
+    }
   }
   if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
     const auto window = static_cast<size_t>(scenario_.cache.swa_window_tokens);
@@ -80,15 +93,14 @@ bool Executor::read_prefix(SimRequest& r) {
       wslots.push_back(s);
       wpos.push_back(i);
     }
-    if (!read_pool_range(swa->device_pool(), swa->device_pool().layer_count(), wslots, wpos, r,
+    if (!read_pool_range(swa->device_pool().view(), wslots, wpos, r,
                          static_cast<int>(ContentKind::kSwa), "SWA window")) {
       return false;
     }
   }
   if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
-    if (!read_pool_range(mamba->device_pool(), mamba->device_pool().layer_count(),
-                         {*r.kv->mamba_state()}, {n - 1}, r, static_cast<int>(ContentKind::kMamba),
-                         "Mamba state")) {
+    if (!read_pool_range(mamba->device_pool().view(), {*r.kv->mamba_state()}, {n - 1}, r,
+                         static_cast<int>(ContentKind::kMamba), "Mamba state")) {
       return false;
     }
   }

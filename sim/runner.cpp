@@ -41,6 +41,8 @@ nlohmann::json summary_json(const Scenario& s, uint64_t seed, const RunResult& r
                       {"finished", r.stats.finished},
                       {"aborted", r.stats.aborted},
                       {"retracted", r.stats.retracted},
+                      {"offloaded", r.stats.offloaded},
+                      {"resumed", r.stats.resumed},
                       {"prompt_tokens", r.stats.prompt_tokens},
                       {"device_hit_tokens", r.stats.device_hit_tokens},
                       {"host_hit_tokens", r.stats.host_hit_tokens},
@@ -77,12 +79,14 @@ std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r) {
           : static_cast<double>(r.stats.device_hit_tokens + r.stats.host_hit_tokens) /
                 static_cast<double>(r.stats.prompt_tokens);
   std::snprintf(buf, sizeof buf,
-                "  %lld ops over %lld ticks; requests finished %lld, aborted %lld, retracted %lld\n"
+                "  %lld ops over %lld ticks; requests finished %lld, aborted %lld, retracted %lld, "
+                "offloaded %lld\n"
                 "  prompt tokens %lld, hit %.3f (device %lld, host %lld); content checks %lld\n"
                 "  event hash %s\n",
                 static_cast<long long>(r.stats.ops), static_cast<long long>(r.ticks),
                 static_cast<long long>(r.stats.finished), static_cast<long long>(r.stats.aborted),
                 static_cast<long long>(r.stats.retracted),
+                static_cast<long long>(r.stats.offloaded),
                 static_cast<long long>(r.stats.prompt_tokens), hit,
                 static_cast<long long>(r.stats.device_hit_tokens),
                 static_cast<long long>(r.stats.host_hit_tokens),

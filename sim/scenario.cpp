@@ -59,6 +59,10 @@ void parse_cache(JsonReader r, Scenario& s) {
       static_cast<size_t>(r.integer("mamba_state_bytes", 64, 8, int64_t{1} << 24));
   if (c.mamba_state_bytes % 8 != 0) r.fail("mamba_state_bytes", "must be a multiple of 8");
   s.storage = r.boolean("storage", false);
+  s.sparse_index_bytes_per_page = r.integer("sparse_index_bytes_per_page", 0, 0, 1 << 20);
+  if (s.sparse_index_bytes_per_page % 8 != 0) {
+    r.fail("sparse_index_bytes_per_page", "must be a multiple of 8");
+  }
   c.prefetch_threshold_tokens =
       r.integer("prefetch_threshold_tokens", c.prefetch_threshold_tokens, 0, kBig);
   const std::string stop =
@@ -101,6 +105,9 @@ void parse_scheduler(JsonReader r, Scenario& s) {
   o.max_running = r.integer("max_running", o.max_running, 1, 1 << 20);
   o.chunk_tokens = r.integer("chunk_tokens", o.chunk_tokens, 1, kBig);
   o.decode_reserve_tokens = r.integer("decode_reserve_tokens", o.decode_reserve_tokens, 0, kBig);
+  o.metadata_slots = r.integer("metadata_slots", o.metadata_slots, 1, 1 << 20);
+  o.cpu_copy_chunk_tokens =
+      r.integer("cpu_copy_chunk_tokens", o.cpu_copy_chunk_tokens, 1, int64_t{1} << 30);
   o.liveness_ticks = r.integer("liveness_ticks", o.liveness_ticks, 1, kBig);
   o.max_ticks = r.integer("max_ticks", o.max_ticks, 1, kBig);
   o.load_back = r.boolean("load_back", o.load_back);
@@ -139,6 +146,18 @@ void validate(const Scenario& s, const std::string& source) {
                                     " tokens cannot hold the largest request the workload "
                                     "makes (" +
                                     std::to_string(largest) + " tokens)");
+  }
+  if (s.scheduler.mode == SchedulerMode::kPd && (c.has_mamba() || c.has_swa())) {
+    fail("scheduler.mode",
+         "pd mode supports full-attention models (with a sparse index buffer) "
+         "only; SWA and Mamba retract-resume are not modelled yet");
+  }
+  if (s.sparse_index_bytes_per_page > 0 && s.scheduler.mode != SchedulerMode::kPd) {
+    fail("cache.sparse_index_bytes_per_page",
+         "the sparse index buffer is modelled for pd mode only (HiCache does not back it up)");
+  }
+  if (s.scheduler.mode == SchedulerMode::kPd && s.storage) {
+    fail("scheduler.mode", "pd decode instances run without a storage tier here");
   }
   if (c.has_mamba() && c.mamba_device_states < s.scheduler.max_running + 1) {
     fail("cache.mamba_device_states", "needs one state per running request plus one");
@@ -214,6 +233,7 @@ nlohmann::json to_json(const Scenario& s) {
       {"mamba_layer_count", c.mamba_layer_count},
       {"mamba_state_bytes", c.mamba_state_bytes},
       {"storage", s.storage},
+      {"sparse_index_bytes_per_page", s.sparse_index_bytes_per_page},
       {"prefetch_threshold_tokens", c.prefetch_threshold_tokens},
       {"prefetch_stop_policy", to_string(c.prefetch_stop_policy)},
   };
@@ -246,6 +266,8 @@ nlohmann::json to_json(const Scenario& s) {
         {"max_running", o.max_running},
         {"chunk_tokens", o.chunk_tokens},
         {"decode_reserve_tokens", o.decode_reserve_tokens},
+        {"metadata_slots", o.metadata_slots},
+        {"cpu_copy_chunk_tokens", o.cpu_copy_chunk_tokens},
         {"liveness_ticks", o.liveness_ticks},
         {"max_ticks", o.max_ticks},
         {"load_back", o.load_back},

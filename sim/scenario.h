@@ -41,11 +41,13 @@ enum class SchedulerMode : uint8_t { kNormal = 0, kPd = 1 };
 
 struct SchedulerOptions {
   SchedulerMode mode = SchedulerMode::kNormal;
-  int64_t max_running = 8;            // requests in the running batch
-  int64_t chunk_tokens = 64;          // chunked prefill: tokens per request per iteration
-  int64_t decode_reserve_tokens = 8;  // admission keeps this much room per running request
-  int64_t liveness_ticks = 20000;     // a request must finish within this many ticks
-  int64_t max_ticks = 1000000;        // the run stops (a liveness violation) after this
+  int64_t max_running = 8;               // requests in the running batch
+  int64_t chunk_tokens = 64;             // chunked prefill: tokens per request per iteration
+  int64_t decode_reserve_tokens = 8;     // admission keeps this much room per running request
+  int64_t metadata_slots = 64;           // PD: MetadataBuffers slots
+  int64_t cpu_copy_chunk_tokens = 8192;  // PD: retract-resume CPU copy chunk
+  int64_t liveness_ticks = 20000;        // a request must finish within this many ticks
+  int64_t max_ticks = 1000000;           // the run stops (a liveness violation) after this
   bool load_back = true;
   bool prefetch = true;  // when storage is on
 };
@@ -68,6 +70,8 @@ struct Scenario {
   uint64_t seed = 1;
   HiCacheOptions cache;
   bool storage = false;
+  // A DSA/NSA sparse-attention index buffer next to the KV pool (0 = none): bytes per page.
+  int64_t sparse_index_bytes_per_page = 0;
   WorkloadOptions workload;
   SchedulerOptions scheduler;
   FaultOptions faults;

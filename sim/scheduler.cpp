@@ -37,9 +37,13 @@ RunResult Scheduler::run() {
 
 // One scheduler iteration; false when the workload is done.
 bool Scheduler::iteration() {
-  if (next_arrival_ == arrivals_.size() && waiting_.empty() && running_.empty()) return false;
+  if (next_arrival_ == arrivals_.size() && waiting_.empty() && running_.empty() &&
+      offloaded_.empty()) {
+    return false;
+  }
   // An idle server jumps to the next arrival instead of spinning.
-  if (waiting_.empty() && running_.empty() && arrivals_[next_arrival_].tick > now_) {
+  if (waiting_.empty() && running_.empty() && offloaded_.empty() &&
+      arrivals_[next_arrival_].tick > now_) {
     now_ = arrivals_[next_arrival_].tick;
   }
   if (!emit(Op{.kind = OpKind::kTick, .n = static_cast<int64_t>(now_)})) return false;
@@ -90,6 +94,11 @@ void Scheduler::progress_copies_and_storage() {
 }
 
 void Scheduler::inject_aborts() {
+  if (!offloaded_.empty() && faults_.fire(FaultSite::kAbortWaiting)) {
+    const RequestId rid = offloaded_.front();
+    offloaded_.pop_front();
+    if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
+  }
   if (!waiting_.empty() && faults_.fire(FaultSite::kAbortWaiting)) {
     const size_t i = rng_.below(waiting_.size());
     const RequestId rid = waiting_[i];
@@ -103,17 +112,32 @@ void Scheduler::inject_aborts() {
     if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
   }
   if (!running_.empty() && faults_.fire(FaultSite::kForcedRetract)) {
-    const size_t i = rng_.below(running_.size());
-    const RequestId rid = running_[i];
-    running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
-    if (!emit(Op{.kind = OpKind::kRetract, .rid = rid})) return;
-    waiting_.push_front(rid);
+    preempt(running_[rng_.below(running_.size())]);
   }
+}
+
+bool Scheduler::preempt(RequestId rid) {
+  running_.erase(std::find(running_.begin(), running_.end(), rid));
+  if (pd()) {
+    offloaded_.push_back(rid);
+    return emit(Op{.kind = OpKind::kOffload, .rid = rid});
+  }
+  waiting_.push_front(rid);
+  return emit(Op{.kind = OpKind::kRetract, .rid = rid});
 }
 
 void Scheduler::admit_waiting() {
   const SchedulerOptions& o = scenario_.scheduler;
   HiCache& cache = executor_.cache();
+  while (!offloaded_.empty() && static_cast<int64_t>(running_.size()) < o.max_running) {
+    const RequestId rid = offloaded_.front();
+    OpOutcome out;
+    if (!emit(Op{.kind = OpKind::kResume, .rid = rid}, &out)) return;
+    if (!out.ok) return;  // no room yet: nothing new is admitted before it
+    offloaded_.pop_front();
+    running_.push_back(rid);
+  }
+  if (!offloaded_.empty()) return;
   for (size_t i = 0; i < waiting_.size();) {
     if (static_cast<int64_t>(running_.size()) >= o.max_running) return;
     const RequestId rid = waiting_[i];
@@ -150,10 +174,8 @@ void Scheduler::forward_running() {
       OpOutcome out;
       const bool oom = faults_.fire(FaultSite::kAllocFail);
       if (!emit(Op{.kind = OpKind::kCompute, .rid = rid, .n = n, .flag = oom}, &out)) return;
-      if (!out.ok && running_.size() > 1) {  // no room for this chunk now: back to waiting
-        running_.erase(std::find(running_.begin(), running_.end(), rid));
-        if (!emit(Op{.kind = OpKind::kRetract, .rid = rid})) return;
-        waiting_.push_front(rid);
+      if (!out.ok && running_.size() > 1) {  // no room for this chunk now
+        if (!preempt(rid)) return;
       }
       continue;
     }
@@ -195,10 +217,7 @@ bool Scheduler::decode_or_retract(RequestId rid) {
       if (ra->generated != rb->generated) return ra->generated < rb->generated;
       return a > b;  // the later arrival first
     });
-    const RequestId victim = victims.front();
-    running_.erase(std::find(running_.begin(), running_.end(), victim));
-    if (!emit(Op{.kind = OpKind::kRetract, .rid = victim})) return false;
-    waiting_.push_front(victim);
+    if (!preempt(victims.front())) return false;
   }
 }
 
@@ -214,7 +233,9 @@ void Scheduler::check_liveness() {
       return;
     }
   }
-  for (RequestId rid : waiting_) {
+  std::vector<RequestId> queued(waiting_.begin(), waiting_.end());
+  queued.insert(queued.end(), offloaded_.begin(), offloaded_.end());
+  for (RequestId rid : queued) {
     const SimRequest* r = executor_.request(rid);
     if (static_cast<int64_t>(now_ - r->arrival_tick) > bound) {
       violation_ = SimViolation{"liveness",

@@ -12,6 +12,9 @@
 //     that does not fit retracts others, fewest generated tokens first, keeping one, and a
 //     request that cannot fit even alone is aborted (SGLang's retract_decode); finished
 //     requests are inserted into the tree.
+// PD mode models the decode instance: requests arrive with their KV (no prefix matching),
+// metadata comes through MetadataBuffers, and a retract copies the request's KV and sparse
+// index pages to CPU (get_cpu_copy) and frees its slots; resumes go before new admissions.
 // The run ends when every request is done; then all in-flight work is drained and the
 // executor checks quiescence. A request older than liveness_ticks is a "liveness" violation.
 #pragma once
@@ -56,6 +59,10 @@ class Scheduler {
   void progress_copies_and_storage();
   bool drain();
   void check_liveness();
+  // Takes `rid` out of the running batch: PD offloads it to CPU, otherwise it is retracted
+  // back to the waiting queue. False when the run failed.
+  bool preempt(RequestId rid);
+  bool pd() const { return scenario_.scheduler.mode == SchedulerMode::kPd; }
 
   const Scenario& scenario_;
   Executor executor_;
@@ -64,6 +71,7 @@ class Scheduler {
   std::vector<Arrival> arrivals_;
   size_t next_arrival_ = 0;
   std::deque<RequestId> waiting_;
+  std::deque<RequestId> offloaded_;  // PD: retracted to CPU, resumed before new admissions
   std::vector<RequestId> running_;
   OpSink sink_;
   uint64_t now_ = 0;

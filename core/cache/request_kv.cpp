@@ -10,7 +10,8 @@ RequestKV::~RequestKV() {
   KV_ASSERT(!active_, "request dropped while it still holds cache slots and a lock");
 }
 
-std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool allow_load_back) {
+std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool allow_load_back,
+                                             bool use_prefix_cache) {
   KV_ASSERT(!active_, "admit twice");
   const bool has_swa = cache_.side_pool(ComponentType::kSwa) != nullptr;
   const bool has_mamba = cache_.side_pool(ComponentType::kMamba) != nullptr;
@@ -19,8 +20,17 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
     own_state = cache_.alloc_mamba_state();
     if (!own_state) return std::nullopt;
   }
-  MatchResult m = cache_.match_prefix(ns_, tokens);
   AdmitOutcome out;
+  if (!use_prefix_cache) {
+    lock_ = LockRecord{};
+    active_ = true;
+    kv_ = IndexVector(Tier::kDevice, {});
+    owned_from_ = 0;
+    if (has_swa) swa_ = IndexVector(Tier::kDevice, {});
+    mamba_ = own_state;
+    return out;
+  }
+  MatchResult m = cache_.match_prefix(ns_, tokens);
   TreeNode* anchor = m.last_device_node;
   if (allow_load_back && m.best_match_node != m.last_device_node) {
     LoadBackResult lb = cache_.init_load_back(*m.best_match_node);

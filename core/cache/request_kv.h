@@ -38,7 +38,10 @@ class RequestKV {
   RequestKV(RequestKV&&) = default;
 
   // Returns nullopt when even a Mamba state slot cannot be had (nothing is then held).
-  std::optional<AdmitOutcome> admit(std::span<const Token> tokens, bool allow_load_back = true);
+  // With use_prefix_cache false (PD decode receiving KV from a prefill instance) nothing is
+  // matched: every slot is the request's own.
+  std::optional<AdmitOutcome> admit(std::span<const Token> tokens, bool allow_load_back = true,
+                                    bool use_prefix_cache = true);
   // False (and nothing allocated) when the pools cannot supply the slots.
   bool extend(size_t new_len);
   void finish(std::span<const Token> tokens);
