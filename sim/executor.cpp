@@ -78,7 +78,25 @@ void Executor::after_op() {
     fail("stream_lifetime", v.kind + ": " + v.detail);
     return;
   }
-  if (stats_.ops % scenario_.check.full_every != 0) return;
+  const HiCache& cache = *cache_;
+  const int64_t allocated = cache.options().device_tokens - cache.available_device_size();
+  const int64_t accounted =
+      cache.tree().evictable_size() + cache.tree().protected_size() + cache.request_held_tokens();
+  if (allocated != accounted) {
+    fail("slots.conservation", "device pool: " + std::to_string(allocated) +
+                                   " tokens allocated but tree + requests account for " +
+                                   std::to_string(accounted));
+    return;
+  }
+  // Auto: the walk visits every node and every page, so run it once per (nodes + pages) / 8
+  // ops — a constant amortized cost per op, whatever the size of the tree.
+  const int64_t walk_cost = static_cast<int64_t>(cache.tree().node_count()) +
+                            cache.options().device_tokens / cache.options().page_size +
+                            cache.options().host_tokens / cache.options().page_size;
+  const int64_t every = scenario_.check.full_every > 0 ? scenario_.check.full_every
+                                                       : std::max<int64_t>(1, walk_cost / 8);
+  if (++since_full_check_ < every) return;
+  since_full_check_ = 0;
   SanityReport report;
   ScopedThrowingAsserts asserts;
   try {
@@ -152,6 +170,13 @@ OpOutcome Executor::arrive(const Op& op) {
     r.prefetching = cache_->prefetch_from_storage(r.rid, r.ns, *m.last_host_node, r.tokens, now_);
   }
   return {true, true};
+}
+
+void Executor::release_request_memory(SimRequest& r) {
+  // A finished request keeps its counters only: long traces hold millions of tokens.
+  std::vector<Token>().swap(r.tokens);
+  std::vector<uint64_t>().swap(r.prefix_hash);
+  r.metadata.reset();
 }
 
 void Executor::extend_tokens(SimRequest& r) {
@@ -229,12 +254,14 @@ OpOutcome Executor::finish(SimRequest& r) {
     r.kv->abort();  // a decode instance releases its slots; nothing goes into the tree
     r.kv.reset();
     r.state = RequestState::kDone;
+    release_request_memory(r);
     ++stats_.finished;
     return {true, true};
   }
   r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
   r.kv.reset();
   r.state = RequestState::kDone;
+  release_request_memory(r);
   ++stats_.finished;
   return {true, true};
 }
@@ -251,6 +278,7 @@ OpOutcome Executor::abort(SimRequest& r) {
     r.prefetching = false;
   }
   r.state = RequestState::kDone;
+  release_request_memory(r);
   ++stats_.aborted;
   return {true, true};
 }

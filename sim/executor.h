@@ -3,8 +3,10 @@
 // run, a replayed op trace and a shrunk trace all execute the same code.
 //
 // What it checks (the first failure stops the run and is kept as `violation()`):
-//  - after every op: backend stream-lifetime violations, core assertions (as "core.assert");
-//  - every `full_every` ops: HiCache::sanity_check (every core invariant, by its name);
+//  - after every op: backend stream-lifetime violations, core assertions (as "core.assert"),
+//    and pool conservation ("slots.conservation": allocated device tokens == tree device
+//    tokens + request-held tokens), all O(1);
+//  - every `full_every` ops (or amortized, see CheckOptions): HiCache::sanity_check;
 //  - on every model read (admit, resume): the bytes of every pool the model reads — full KV of
 //    the prefix, the SWA window, the Mamba state — against the content oracle ("content").
 //    Reads go through the compute stream, in stream order, into pinned scratch memory, so a
@@ -119,7 +121,8 @@ class Executor {
   CpuCopyPools cpu_copy_pools();
   OpOutcome storage(uint32_t worker);
 
-  void extend_tokens(SimRequest& r);  // prefix_hash catches up with tokens
+  void extend_tokens(SimRequest& r);
+  void release_request_memory(SimRequest& r);  // prefix_hash catches up with tokens
   void forward(SimRequest& r, size_t from, size_t to);
   // Runs the compute stream to empty; when it waits on another stream, steps that one.
   void drive_compute();
@@ -147,6 +150,7 @@ class Executor {
   ExecutorStats stats_;
   uint64_t now_ = 0;
   uint64_t hash_ = 1469598103934665603ull;
+  int64_t since_full_check_ = 0;
   Block scratch_;
 };
 

@@ -22,6 +22,7 @@ constexpr int64_t kBig = int64_t{1} << 40;
 void parse_cache(JsonReader r, Scenario& s) {
   HiCacheOptions& c = s.cache;
   c.page_size = static_cast<int32_t>(r.integer("page_size", c.page_size, 1, 1 << 16));
+  c.hierarchical = r.boolean("hierarchical", c.hierarchical);
   c.layer_count = static_cast<int32_t>(r.integer("layer_count", c.layer_count, 1, 1024));
   c.item_bytes =
       static_cast<size_t>(r.integer("item_bytes", static_cast<int64_t>(c.item_bytes), 8, 1 << 20));
@@ -123,7 +124,7 @@ void parse_faults(JsonReader r, Scenario& s) {
 }
 
 void parse_check(JsonReader r, Scenario& s) {
-  s.check.full_every = r.integer("full_every", s.check.full_every, 1, kBig);
+  s.check.full_every = r.integer("full_every", s.check.full_every, 0, kBig);
   s.check.content = r.boolean("content", s.check.content);
   r.finish();
 }
@@ -217,6 +218,7 @@ nlohmann::json to_json(const Scenario& s) {
   const HiCacheOptions& c = s.cache;
   nlohmann::json cache = {
       {"page_size", c.page_size},
+      {"hierarchical", c.hierarchical},
       {"layer_count", c.layer_count},
       {"item_bytes", c.item_bytes},
       {"device_tokens", c.device_tokens},

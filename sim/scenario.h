@@ -59,8 +59,11 @@ struct FaultOptions {
 };
 
 struct CheckOptions {
-  int64_t full_every = 1;  // full sanity_check every N ops (cheap checks run every op)
-  bool content = true;     // model reads are checked against the content oracle
+  // Full sanity_check every N ops; 0 = auto: every (tree nodes + pool pages) / 8 ops, so the
+  // O(tree) walk costs O(1) per op amortized. The O(1) checks (stream lifetime, pool
+  // conservation, content on every read) run after every op regardless.
+  int64_t full_every = 1;
+  bool content = true;  // model reads are checked against the content oracle
 };
 
 struct Scenario {

@@ -18,6 +18,8 @@ HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* stora
             "host_tokens must be a positive multiple of page_size");
   device_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kDevice, options_.device_tokens,
                                                        options_.page_size);
+  request_slots_ =
+      std::make_unique<RequestSlots>("device", options_.device_tokens / page, options_.page_size);
   host_slots_ =
       std::make_unique<PagedSlotAllocator>(Tier::kHost, options_.host_tokens, options_.page_size);
   // Each pool has one extra page: page 0 is reserved and never handed out.
@@ -82,8 +84,8 @@ InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const 
   const size_t page = static_cast<size_t>(options_.page_size);
   const size_t aligned = tokens.size() / page * page;
   // The tree adopted every slot past the device prefix: they are no longer request-owned.
-  for (size_t i = static_cast<size_t>(result.prefix_len); i < aligned; ++i) {
-    request_slots_.erase(value[i]);
+  if (static_cast<size_t>(result.prefix_len) < aligned) {
+    request_slots_->release(value.slice(static_cast<size_t>(result.prefix_len), aligned));
   }
   if (storage_ != nullptr) {
     for (TreeNode* n : RadixTree::path_to(*result.last_node))
@@ -94,6 +96,7 @@ InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const 
 }
 
 void HiCache::apply_write_policy(const std::vector<TreeNode*>& hit_nodes) {
+  if (!options_.hierarchical) return;
   if (options_.write_policy == WritePolicy::kWriteBack) return;
   const auto threshold = static_cast<uint64_t>(options_.write_through_threshold());
   for (TreeNode* node : hit_nodes) {  // root→leaf, so parents are backed up first
@@ -107,15 +110,12 @@ std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
   const int64_t shortfall = tokens - device_slots_->available_size();
   if (shortfall > 0) evict(shortfall);
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
-  if (slots) request_slots_.insert(slots->slots().begin(), slots->slots().end());
+  if (slots) request_slots_->hold(*slots);
   return slots;
 }
 
 void HiCache::free_device(const IndexVector& slots) {
-  for (SlotIndex s : slots.slots()) {
-    KV_ASSERT(request_slots_.erase(s) == 1,
-              "free of device slot " + std::to_string(s) + " that no request holds");
-  }
+  request_slots_->release(slots);  // asserts every page is request-held
   device_slots_->free(slots);
 }
 
@@ -175,7 +175,7 @@ void HiCache::evict_device_victim(TreeNode& victim) {
   stats_.evicted_device_tokens += victim.token_count();
   if (victim.backed_up()) {
     free_released(tree_->demote(victim));
-  } else if (options_.write_policy == WritePolicy::kWriteBack) {
+  } else if (options_.hierarchical && options_.write_policy == WritePolicy::kWriteBack) {
     evict_one_write_back(victim);
   } else {
     free_released(tree_->remove_device_leaf(victim));

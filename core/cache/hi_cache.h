@@ -34,6 +34,7 @@
 
 #include "core/backend/backend.h"
 #include "core/cache/hi_cache_options.h"
+#include "core/cache/request_slots.h"
 #include "core/cache/side_pool.h"
 #include "core/common/sanity.h"
 #include "core/pools/device_kv_pool.h"
@@ -116,6 +117,9 @@ class HiCache {
   std::optional<IndexVector> alloc_device(int64_t tokens);
   void free_device(const IndexVector& slots);
   int64_t available_device_size() const;  // free device tokens (not counting evictable)
+  int64_t request_held_tokens() const {   // device tokens held by requests
+    return request_slots_->held_pages() * options_.page_size;
+  }
 
   // --- Hybrid side pools (absent unless the options enable the component) ---
   SidePool* side_pool(ComponentType type) { return side_[index_of(type)].get(); }
@@ -227,7 +231,7 @@ class HiCache {
   std::unique_ptr<RadixTree> tree_;
   std::unique_ptr<CacheController> controller_;
   std::array<std::unique_ptr<SidePool>, kComponentTypesMax> side_;  // by ComponentType
-  std::set<SlotIndex> request_slots_;                               // device slots held by requests
+  std::unique_ptr<RequestSlots> request_slots_;                     // device slots held by requests
   std::map<NodeId, PendingWrite> pending_writes_;
   std::map<NodeId, PendingLoad> pending_loads_;
   std::map<RequestId, PrefetchOp> prefetches_;

@@ -163,8 +163,7 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
       TreeNode* n = tree_->find(id);
       const size_t len = type == ComponentType::kMamba ? 1 : n->key.size();
       IndexVector slots = pt.device_indices.slice(at, at + len);
-      for (SlotIndex s : slots.slots())
-        pool.adopt(s);
+      pool.adopt(slots);
       tree_->set_aux_value(*n, type, std::move(slots));
       at += len;
     }

@@ -25,6 +25,9 @@ bool parse_prefetch_stop_policy(std::string_view text, PrefetchStopPolicy* out);
 
 struct HiCacheOptions {
   int32_t page_size = 1;
+  // false: a single-tier radix cache (SGLang without --enable-hierarchical-cache): nothing is
+  // backed up, evicted nodes are dropped, nothing is loaded back. The host pool stays idle.
+  bool hierarchical = true;
   int32_t layer_count = 2;
   size_t item_bytes = 16;        // bytes of one token's KV in one layer; a multiple of 8
   int64_t device_tokens = 1024;  // usable device slots (the pool adds one reserved page)

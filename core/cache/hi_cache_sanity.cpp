@@ -7,20 +7,31 @@
 namespace kvsim {
 namespace {
 
-// Counts owners per slot; reports slots with two owners and owners of free slots.
+// Counts owners per page (slots are owned in whole pages: allocators hand out pages and the
+// tree splits on page boundaries), so a check costs O(pages), not O(tokens); reports pages
+// with two owners, owners of free pages, and owned runs that do not start on a page boundary.
 class OwnershipMap {
  public:
   OwnershipMap(const PagedSlotAllocator& slots, std::string invariant)
-      : slots_(slots), invariant_(std::move(invariant)), owners_(capacity_slots(slots), 0) {}
+      : slots_(slots),
+        invariant_(std::move(invariant)),
+        page_(slots.page_size()),
+        owners_(static_cast<size_t>(slots.page_count() + 1), 0) {}
 
   void own(const IndexVector& v, const char* owner, std::optional<NodeId> node,
            SanityReport& report) {
-    for (SlotIndex s : v.slots()) {
-      if (s < 0 || static_cast<size_t>(s) >= owners_.size()) {
-        report.add(invariant_, std::string(owner) + " holds out-of-range slot", node, s);
+    if (v.size() % static_cast<size_t>(page_) != 0) {
+      report.add(invariant_, std::string(owner) + " holds a partial page", node);
+      return;
+    }
+    for (size_t i = 0; i < v.size(); i += static_cast<size_t>(page_)) {
+      const SlotIndex s = v[i];
+      if (s < 0 || s % page_ != 0 || static_cast<size_t>(s / page_) >= owners_.size()) {
+        report.add(invariant_, std::string(owner) + " holds a misaligned or out-of-range page",
+                   node, s);
         continue;
       }
-      if (++owners_[static_cast<size_t>(s)] == 2) {
+      if (++owners_[static_cast<size_t>(s / page_)] == 2) {
         report.add(invariant_, std::string("slot has two owners, one is ") + owner, node, s);
       }
       if (!slots_.is_allocated(s)) {
@@ -30,20 +41,18 @@ class OwnershipMap {
   }
 
   void check_unowned(SanityReport& report) const {
-    for (size_t s = 0; s < owners_.size(); ++s) {
-      if (owners_[s] == 0 && slots_.is_allocated(static_cast<SlotIndex>(s))) {
-        report.add(invariant_, "allocated slot has no owner (leak)", std::nullopt,
-                   static_cast<SlotIndex>(s));
+    for (size_t p = 1; p < owners_.size(); ++p) {
+      const auto s = static_cast<SlotIndex>(p) * page_;
+      if (owners_[p] == 0 && slots_.is_allocated(s)) {
+        report.add(invariant_, "allocated slot has no owner (leak)", std::nullopt, s);
       }
     }
   }
 
  private:
-  static size_t capacity_slots(const PagedSlotAllocator& slots) {
-    return static_cast<size_t>(slots.capacity() + slots.page_size());
-  }
   const PagedSlotAllocator& slots_;
   std::string invariant_;
+  SlotIndex page_;
   std::vector<uint8_t> owners_;
 };
 
@@ -71,8 +80,7 @@ void HiCache::check_slot_ownership(SanityReport& report) const {
     if (n.full().value) device.own(*n.full().value, "tree node", n.id, report);
     if (n.full().host_value) host.own(*n.full().host_value, "tree node", n.id, report);
   });
-  device.own(IndexVector(Tier::kDevice, {request_slots_.begin(), request_slots_.end()}), "request",
-             std::nullopt, report);
+  device.own(request_slots_->held(), "request", std::nullopt, report);
   for (const auto& [rid, op] : prefetches_) {
     if (!op.host_indices) continue;
     if (op.host_indices->residency() != Residency::kHost) {
@@ -100,9 +108,7 @@ void HiCache::check_side_pools(SanityReport& report) const {
       if (d.value) device.own(*d.value, "tree node", n.id, report);
       if (d.host_value) host.own(*d.host_value, "tree node", n.id, report);
     });
-    device.own(
-        IndexVector(Tier::kDevice, {pool->request_slots().begin(), pool->request_slots().end()}),
-        "request", std::nullopt, report);
+    device.own(pool->request_slots().held(), "request", std::nullopt, report);
     device.check_unowned(report);
     host.check_unowned(report);
   }

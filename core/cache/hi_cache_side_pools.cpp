@@ -128,8 +128,7 @@ void HiCache::release_aux_insert(const AuxInsertValues& aux, const InsertResult&
   if (aux.swa) {
     SidePool& pool = *side_[index_of(ComponentType::kSwa)];
     const std::set<SlotIndex> adopted(result.swa_adopted.begin(), result.swa_adopted.end());
-    for (SlotIndex s : result.swa_adopted)
-      pool.adopt(s);
+    if (!result.swa_adopted.empty()) pool.adopt(IndexVector(Tier::kDevice, result.swa_adopted));
     std::vector<SlotIndex> rest;
     for (size_t i = aux.owned_from; i < aux.swa->size(); ++i) {
       const SlotIndex s = (*aux.swa)[i];
@@ -140,7 +139,7 @@ void HiCache::release_aux_insert(const AuxInsertValues& aux, const InsertResult&
   if (aux.mamba) {
     SidePool& pool = *side_[index_of(ComponentType::kMamba)];
     if (result.mamba_adopted) {
-      pool.adopt(*aux.mamba);
+      pool.adopt(IndexVector(Tier::kDevice, {*aux.mamba}));
     } else {
       pool.free_from_request(IndexVector(Tier::kDevice, {*aux.mamba}));
     }

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/backend/backend.h"
+#include "core/cache/request_slots.h"
 #include "core/pools/device_kv_pool.h"
 #include "core/pools/host_kv_pool.h"
 #include "core/pools/paged_allocator.h"
@@ -42,11 +43,11 @@ class SidePool {
   HostKVPool& host_pool() { return host_pool_; }
 
   // Request-held device slots: alloc hands them to a request, free takes them back, adopt
-  // records that the tree took them over.
+  // records that the tree took them over (whole pages in each case).
   std::optional<IndexVector> alloc_for_request(int64_t slots);
   void free_from_request(const IndexVector& slots);
-  void adopt(SlotIndex slot);
-  const std::set<SlotIndex>& request_slots() const { return request_slots_; }
+  void adopt(const IndexVector& slots) { request_slots_.release(slots); }
+  const RequestSlots& request_slots() const { return request_slots_; }
 
  private:
   PoolName name_;
@@ -55,7 +56,7 @@ class SidePool {
   PagedSlotAllocator host_slots_;
   DeviceKVPool device_pool_;
   HostKVPool host_pool_;
-  std::set<SlotIndex> request_slots_;
+  RequestSlots request_slots_;
 };
 
 }  // namespace kvsim

@@ -41,6 +41,7 @@ int run_command(const RunCommand& c) {
     sim::Scenario s = scenario_or_default(c.scenario);
     if (c.full_every > 0) s.check.full_every = c.full_every;
     if (c.no_faults) s.faults.enabled = false;
+    if (c.no_content) s.check.content = false;
     std::vector<sim::Arrival> given;
     uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
     if (!c.workload.empty()) {

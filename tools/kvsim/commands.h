@@ -19,6 +19,7 @@ struct RunCommand {
   std::string workload;       // run on the arrivals of this workload trace
   int64_t full_every = 0;     // override check.full_every
   bool no_faults = false;
+  bool no_content = false;
   bool progress = true;
 };
 

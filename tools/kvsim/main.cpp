@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
                    "Full sanity_check every N ops (default: the scenario's)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   run_cmd->add_flag("--no-faults", run.no_faults, "Disable fault injection");
+  run_cmd->add_flag("--no-content", run.no_content,
+                    "Do not check model reads against the content oracle (for timing)");
   run_cmd->add_flag("!--no-progress", run.progress, "No progress bar on sweeps");
 
   ReplayCommand replay;
