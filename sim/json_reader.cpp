@@ -17,12 +17,12 @@ std::string type_name(const nlohmann::json& v) {
 
 }  // namespace
 
-nlohmann::json parse_json(const std::string& text, const std::string& source) {
+nlohmann::json parse_json(const std::string& text, const std::string& source, size_t first_line) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based; turn it into line:column.
-    size_t line = 1;
+    size_t line = first_line;
     size_t column = 1;
     const size_t end = std::min(e.byte == 0 ? 0 : e.byte - 1, text.size());
     for (size_t i = 0; i < end; ++i) {

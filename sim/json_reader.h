@@ -21,8 +21,10 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Parses `text` as one JSON document; syntax errors name "source:line:column".
-nlohmann::json parse_json(const std::string& text, const std::string& source);
+// Parses `text` as one JSON document; syntax errors name "source:line:column", counting lines
+// from `first_line` (a JSON Lines reader passes the line's number).
+nlohmann::json parse_json(const std::string& text, const std::string& source,
+                          size_t first_line = 1);
 // Reads a whole file; a missing or unreadable file is an InputError naming it.
 std::string read_text_file(const std::string& path);
 

@@ -20,7 +20,7 @@ std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block
     ++line_no;
     if (line.empty()) continue;
     const std::string where = path + ":" + std::to_string(line_no);
-    const nlohmann::json doc = parse_json(line, where);
+    const nlohmann::json doc = parse_json(line, path, line_no);
     JsonReader r(doc, where);
     MooncakeRecord rec;
     rec.timestamp_ms = static_cast<uint64_t>(r.required_integer("timestamp", 0, INT64_MAX));

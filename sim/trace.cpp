@@ -69,7 +69,7 @@ AnyTrace read_trace(const std::string& path) {
     const std::string where = path + ":" + std::to_string(line_no);
     if (line.empty()) continue;
     if (ended) throw InputError(where + ": content after the end record");
-    const nlohmann::json doc = parse_json(line, where);
+    const nlohmann::json doc = parse_json(line, path, line_no);
     if (line_no == 1) {
       JsonReader r(doc, where);
       const int64_t version = r.required_integer("kvsim_trace", 1, INT32_MAX);
