@@ -39,6 +39,13 @@ Executor::~Executor() {
   }
 }
 
+std::string describe(const Violation& v) {
+  std::string s = v.detail;
+  if (v.node) s += " (node " + std::to_string(*v.node) + ")";
+  if (v.slot) s += " (slot " + std::to_string(*v.slot) + ")";
+  return s;
+}
+
 const SimRequest* Executor::request(RequestId rid) const {
   auto it = requests_.find(rid);
   return it == requests_.end() ? nullptr : &it->second;
@@ -107,7 +114,7 @@ void Executor::after_op() {
   }
   if (!report.ok()) {
     const Violation& v = *report.first();
-    fail(v.invariant, report.summary());
+    fail(v.invariant, describe(v));
   }
 }
 

@@ -42,6 +42,9 @@ struct SimViolation {
   size_t op_index = 0;  // the op after which it was seen
 };
 
+// "detail (node N, slot S)" of a core violation.
+std::string describe(const Violation& v);
+
 enum class RequestState : uint8_t { kWaiting = 0, kRunning = 1, kOffloaded = 2, kDone = 3 };
 
 struct SimRequest {

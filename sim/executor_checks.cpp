@@ -128,7 +128,7 @@ void Executor::check_quiescent() {
   quiet(backend_.pending_ops() == 0, "backend ops still queued");
   SanityReport report;
   cache_->sanity_check(report);
-  if (!report.ok()) fail(report.first()->invariant, report.summary());
+  if (!report.ok()) fail(report.first()->invariant, describe(*report.first()));
 }
 
 }  // namespace kvsim::sim

@@ -21,6 +21,8 @@
 //  5. [prefetch.accounting] prefetch_tokens_occupied equals the sum over live prefetches, and
 //     every prefetch's host slots are page-aligned with completed <= allocated;
 //  6. [stream_lifetime] the backend saw no buffer reused while a copy still used it;
+//  6b.[prefetch.abandoned_with_free_memory] no prefetch was given up for lack of host memory
+//     while at least a threshold's worth of whole pages was free (seed 004);
 //  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
 //  plus every RadixTree invariant and each pool allocator's own check.
 #pragma once
@@ -80,6 +82,9 @@ struct HiCacheStats {
   int64_t backed_up_pages = 0;
   int64_t prefetch_shrunk = 0;  // prefetches shrunk to fit free host memory (seed 004)
   int64_t prefetch_revoked = 0;
+  // Prefetches revoked for lack of host memory while a worthwhile amount was free: always 0
+  // on a correct core (sanity_check: "prefetch.abandoned_with_free_memory").
+  int64_t prefetch_abandoned_with_free_memory = 0;
 };
 
 class HiCache {

@@ -67,6 +67,11 @@ void HiCache::sanity_check(SanityReport& report) const {
   check_slot_ownership(report);
   check_side_pools(report);
   check_inflight(report);
+  if (stats_.prefetch_abandoned_with_free_memory > 0) {
+    report.add("prefetch.abandoned_with_free_memory",
+               std::to_string(stats_.prefetch_abandoned_with_free_memory) +
+                   " prefetch(es) revoked for host memory while enough whole pages were free");
+  }
   for (const BackendViolation& v : backend_.violations()) {
     report.add("stream_lifetime", v.kind + ": " + v.detail);
   }

@@ -153,6 +153,11 @@ void HiCache::drain_prefetch_hits() {
       }
     }
     if (!host) {
+      // Giving up is right only when what is free is not worth a prefetch (seed 004).
+      const int64_t free_now = host_slots_->available_size() / page * page;
+      if (free_now > 0 && free_now >= options_.prefetch_threshold_tokens) {
+        ++stats_.prefetch_abandoned_with_free_memory;
+      }
       op.state = PrefetchOp::State::kRevoked;
       continue;
     }
