@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,6 +86,11 @@ struct OpOutcome {
   bool applied = false;  // false: skipped (the op made no sense in the current state)
   bool ok = true;        // op-specific success (admit got slots, compute fitted, gate open)
 };
+
+class Executor;
+// Runs right after an executor is built, before any op: tests use it to plant a bug in a
+// test-only component or backend hook, and replay and shrink must apply the same setup.
+using ExecutorSetup = std::function<void(Executor&)>;
 
 class Executor {
  public:

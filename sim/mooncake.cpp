@@ -2,16 +2,19 @@
 
 #include <cmath>
 #include <fstream>
+#include <istream>
+#include <sstream>
 
 #include "sim/json_reader.h"
 #include "sim/rng.h"
 
 namespace kvsim::sim {
 
-std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block_tokens,
-                                          int64_t max_requests) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open file");
+namespace {
+
+// Reads records line by line from `in`; `path` names the source in every error.
+std::vector<MooncakeRecord> read_mooncake_stream(std::istream& in, const std::string& path,
+                                                 int64_t block_tokens, int64_t max_requests) {
   std::vector<MooncakeRecord> out;
   std::string line;
   size_t line_no = 0;
@@ -42,6 +45,21 @@ std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block
   if (in.bad()) throw InputError(path + ": read error");
   if (out.empty()) throw InputError(path + ": no records");
   return out;
+}
+
+}  // namespace
+
+std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block_tokens,
+                                          int64_t max_requests) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open file");
+  return read_mooncake_stream(in, path, block_tokens, max_requests);
+}
+
+std::vector<MooncakeRecord> read_mooncake_text(const std::string& text, const std::string& source,
+                                               int64_t block_tokens, int64_t max_requests) {
+  std::istringstream in(text);
+  return read_mooncake_stream(in, source, block_tokens, max_requests);
 }
 
 std::vector<Token> mooncake_block_tokens(int64_t hash_id, int64_t block_tokens) {

@@ -24,6 +24,10 @@ struct MooncakeRecord {
 // `max_requests` (0 = all) keeps the first records only.
 std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block_tokens,
                                           int64_t max_requests = 0);
+// The same parse over text already in memory (the fuzzers' entry point); errors name `source`
+// where read_mooncake names the path.
+std::vector<MooncakeRecord> read_mooncake_text(const std::string& text, const std::string& source,
+                                               int64_t block_tokens, int64_t max_requests = 0);
 std::vector<Token> mooncake_block_tokens(int64_t hash_id, int64_t block_tokens);
 std::vector<Arrival> import_mooncake(const std::string& path, int64_t block_tokens,
                                      double ms_per_tick, int64_t max_requests = 0);

@@ -12,20 +12,44 @@ RunResult run_scenario(const RunRequest& request) {
   if (request.record != nullptr) {
     sink = [record = request.record](const Op& op) { record->push_back(op); };
   }
-  Scheduler scheduler(s, request.seed, std::move(arrivals), sink);
+  Scheduler scheduler(s, request.seed, std::move(arrivals), sink, request.setup);
   return scheduler.run();
 }
 
-RunResult replay_ops(const OpTrace& trace) {
+RunResult replay_ops(const OpTrace& trace, const ExecutorSetup& setup) {
   Executor executor(trace.scenario, trace.seed);
+  if (setup) setup(executor);
   for (const Op& op : trace.ops) {
     executor.apply(op);
     if (executor.failed()) break;
   }
+  // The event hash covers the trace's own ops only, so a complete recorded run replays to
+  // its recorded hash whatever the drain below does.
+  const uint64_t hash = executor.event_hash();
+  // A trace cut short (by shrinking, or found by a fuzzer) may end with requests unfinished
+  // and copies in flight: abort the requests and let every transfer land, so quiescence
+  // reports leaks, never "the trace stopped early".
+  if (!executor.failed()) {
+    for (const auto& [rid, r] : executor.requests()) {
+      if (r.state != RequestState::kDone && !executor.failed()) {
+        executor.apply(Op{.kind = OpKind::kAbort, .rid = rid});
+      }
+    }
+    if (!executor.failed()) executor.apply(Op{.kind = OpKind::kFlush});
+    for (int i = 0; i < 100000 && executor.cache().storage_enabled() && !executor.failed(); ++i) {
+      bool busy = false;
+      for (uint32_t w = 0; w < 3 && !executor.failed(); ++w) {
+        const OpOutcome o = executor.apply(Op{.kind = OpKind::kStorage, .target = w});
+        busy |= o.applied && o.ok;
+      }
+      if (!busy) break;
+    }
+    if (!executor.failed()) executor.apply(Op{.kind = OpKind::kFlush});
+  }
   if (!executor.failed()) executor.check_quiescent();
   RunResult result;
   result.violation = executor.violation();
-  result.event_hash = executor.event_hash();
+  result.event_hash = hash;
   result.stats = executor.stats();
   result.ticks = static_cast<int64_t>(executor.now());
   return result;

@@ -19,13 +19,14 @@ struct RunRequest {
   uint64_t seed = 1;
   const std::vector<Arrival>* arrivals = nullptr;  // null: generated from scenario + seed
   std::vector<Op>* record = nullptr;               // non-null: every op is appended
+  ExecutorSetup setup;                             // test hook (see executor.h)
 };
 
 RunResult run_scenario(const RunRequest& request);
 
 // Applies the trace's ops to a fresh executor (no scheduler); after the last op, checks
 // quiescence. The result's violation and hash are what the trace reproduces.
-RunResult replay_ops(const OpTrace& trace);
+RunResult replay_ops(const OpTrace& trace, const ExecutorSetup& setup = {});
 
 nlohmann::json summary_json(const Scenario& s, uint64_t seed, const RunResult& r);
 std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r);

@@ -5,13 +5,15 @@
 namespace kvsim::sim {
 
 Scheduler::Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arrival> arrivals,
-                     OpSink sink)
+                     OpSink sink, const ExecutorSetup& setup)
     : scenario_(scenario),
       executor_(scenario, seed),
       faults_(scenario.faults, seed),
       rng_(rng_stream(seed, "scheduler")),
       arrivals_(std::move(arrivals)),
-      sink_(std::move(sink)) {}
+      sink_(std::move(sink)) {
+  if (setup) setup(executor_);
+}
 
 bool Scheduler::emit(const Op& op, OpOutcome* out) {
   if (sink_) sink_(op);

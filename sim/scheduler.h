@@ -46,7 +46,7 @@ using OpSink = std::function<void(const Op&)>;
 class Scheduler {
  public:
   Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arrival> arrivals,
-            OpSink sink = {});
+            OpSink sink = {}, const ExecutorSetup& setup = {});
   RunResult run();
 
  private:

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <istream>
+#include <sstream>
 
 #include "sim/json_reader.h"
 
@@ -57,9 +59,10 @@ void write_op_trace(const std::string& path, const OpTrace& trace) {
   write_lines(path, lines);
 }
 
-AnyTrace read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
+namespace {
+
+// Reads a trace line by line from `in`; `path` names the source in every error.
+AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
   AnyTrace trace;
   std::string line;
   size_t line_no = 0;
@@ -142,6 +145,19 @@ AnyTrace read_trace(const std::string& path) {
     throw InputError(path + ": workload trace has no arrivals");
   }
   return trace;
+}
+
+}  // namespace
+
+AnyTrace read_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open file");
+  return read_trace_stream(in, path);
+}
+
+AnyTrace read_trace_text(const std::string& text, const std::string& source) {
+  std::istringstream in(text, std::ios::binary);
+  return read_trace_stream(in, source);
 }
 
 }  // namespace kvsim::sim

@@ -48,6 +48,9 @@ struct AnyTrace {
   OpTrace ops;
 };
 AnyTrace read_trace(const std::string& path);
+// The same parse over text already in memory (the fuzzers' entry point); errors name `source`
+// where read_trace names the path. read_trace(path) is this over the file's contents.
+AnyTrace read_trace_text(const std::string& text, const std::string& source);
 
 std::string hex64(uint64_t v);
 

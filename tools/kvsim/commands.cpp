@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include <cstdio>
 #include <string>
 
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
 #include "sim/runner.h"
+#include "sim/shrink.h"
 
 namespace kvsim::tools {
 namespace {
@@ -54,7 +57,16 @@ int run_command(const RunCommand& c) {
     }
     const bool show_progress = c.progress && c.seeds > 1 && !c.json && isatty(STDERR_FILENO);
     uint64_t failures = 0;
+    uint64_t tried = 0;
+    int64_t total_ops = 0;
+    // Wall time bounds the sweep (a CLI concern); the simulated runs never see it.
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     for (uint64_t i = 0; i < c.seeds; ++i) {
+      if (c.time_budget_s > 0 && elapsed() > c.time_budget_s) break;
+      ++tried;
       const uint64_t seed = first_seed + i;
       std::vector<sim::Op> ops;
       sim::RunRequest req{.scenario = &s,
@@ -62,6 +74,7 @@ int run_command(const RunCommand& c) {
                           .arrivals = given.empty() ? nullptr : &given,
                           .record = &ops};
       const sim::RunResult r = sim::run_scenario(req);
+      total_ops += r.stats.ops;
       if (!r.ok()) ++failures;
       if (c.json) {
         std::printf("%s\n", sim::summary_json(s, seed, r).dump().c_str());
@@ -86,12 +99,25 @@ int run_command(const RunCommand& c) {
         }
       }
       if (show_progress) progress(i + 1, c.seeds, failures);
+      if (c.stop_at_first && !r.ok()) {
+        if (show_progress) std::fprintf(stderr, "\n");
+        break;
+      }
+    }
+    if (c.stop_at_first || c.time_budget_s > 0) {
+      const nlohmann::json hunt = {{"hunt",
+                                    {{"scenario", s.name},
+                                     {"seeds_tried", tried},
+                                     {"ops", total_ops},
+                                     {"failures", failures},
+                                     {"wall_s", elapsed()}}}};
+      std::printf("%s\n", hunt.dump().c_str());
     }
     if (c.seeds > 1 && !c.json) {
       std::printf("%s: %llu seeds from %llu: %llu ok, %llu with violations\n", s.name.c_str(),
-                  static_cast<unsigned long long>(c.seeds),
+                  static_cast<unsigned long long>(tried),
                   static_cast<unsigned long long>(first_seed),
-                  static_cast<unsigned long long>(c.seeds - failures),
+                  static_cast<unsigned long long>(tried - failures),
                   static_cast<unsigned long long>(failures));
     }
     return failures == 0 ? 0 : 1;
@@ -125,6 +151,7 @@ int replay_command(const ReplayCommand& c) {
     } else {
       std::printf("%s", sim::summary_text(*s, seed, r).c_str());
     }
+    if (c.expect_clean) return r.ok() ? 0 : 1;
     if (t.kind == "ops") {
       const bool same_hash = !t.ops.event_hash || *t.ops.event_hash == r.event_hash;
       const bool same_violation =
@@ -181,6 +208,39 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
         c.out, sim::WorkloadTrace{.scenario = s, .seed = s.seed, .arrivals = std::move(arrivals)});
     std::printf("%s: %lld requests imported from %s\n", c.out.c_str(),
                 static_cast<long long>(s.workload.requests), c.in.c_str());
+    return 0;
+  } catch (const InputError& e) {
+    return input_error(e);
+  }
+}
+
+int shrink_command(const ShrinkCommand& c) {
+  try {
+    sim::AnyTrace t = sim::read_trace(c.trace);
+    if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
+    const sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
+    if (!r.reproduced) {
+      std::fprintf(stderr, "kvsim: %s: the trace does not fail when replayed; nothing to shrink\n",
+                   c.trace.c_str());
+      return 1;
+    }
+    sim::write_op_trace(c.out, r.trace);
+    if (c.json) {
+      std::printf("%s\n", nlohmann::json{{"original_ops", r.original_ops},
+                                         {"shrunk_ops", r.trace.ops.size()},
+                                         {"replays", r.replays},
+                                         {"invariant", r.trace.violation->invariant},
+                                         {"detail", r.trace.violation->detail},
+                                         {"out", c.out}}
+                              .dump()
+                              .c_str());
+    } else {
+      std::printf(
+          "shrunk %zu ops to %zu in %zu replays; still fails with %s: %s\n"
+          "written to %s (replay: kvsim replay %s)\n",
+          r.original_ops, r.trace.ops.size(), r.replays, r.trace.violation->invariant.c_str(),
+          r.trace.violation->detail.c_str(), c.out.c_str(), c.out.c_str());
+    }
     return 0;
   } catch (const InputError& e) {
     return input_error(e);

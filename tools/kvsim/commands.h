@@ -21,10 +21,20 @@ struct RunCommand {
   bool no_faults = false;
   bool no_content = false;
   bool progress = true;
+  bool stop_at_first = false;  // stop the sweep at the first failing seed
+  double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
 };
 
 struct ReplayCommand {
   std::string trace;
+  bool json = false;
+  bool expect_clean = false;  // exit 0 iff the replay finds no violation (regression traces)
+};
+
+struct ShrinkCommand {
+  std::string trace;
+  std::string out;
+  uint64_t max_replays = 20000;
   bool json = false;
 };
 
@@ -46,6 +56,7 @@ struct ImportMooncakeCommand {
 int run_command(const RunCommand& c);
 int replay_command(const ReplayCommand& c);
 int gen_command(const GenCommand& c);
+int shrink_command(const ShrinkCommand& c);
 int import_mooncake_command(const ImportMooncakeCommand& c);
 
 }  // namespace kvsim::tools

@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--no-content", run.no_content,
                     "Do not check model reads against the content oracle (for timing)");
   run_cmd->add_flag("!--no-progress", run.progress, "No progress bar on sweeps");
+  run_cmd->add_flag("--stop-at-first", run.stop_at_first,
+                    "Stop a sweep at the first failing seed and print a hunt summary");
+  run_cmd
+      ->add_option("--time-budget", run.time_budget_s,
+                   "Stop a sweep after this many seconds of wall time")
+      ->check(CLI::NonNegativeNumber);
 
   ReplayCommand replay;
   CLI::App* replay_cmd =
@@ -40,6 +46,18 @@ int main(int argc, char** argv) {
                          "violation), or a workload trace through the scheduler");
   replay_cmd->add_option("trace", replay.trace, "Trace file (.jsonl)")->required();
   replay_cmd->add_flag("--json", replay.json, "JSON summary");
+  replay_cmd->add_flag("--expect-clean", replay.expect_clean,
+                       "Exit 0 only if the replay finds no violation (regression traces)");
+
+  ShrinkCommand shrink;
+  CLI::App* shrink_cmd = app.add_subcommand(
+      "shrink", "Minimise a failing op trace by delta debugging, keeping the same violation");
+  shrink_cmd->add_option("trace", shrink.trace, "Failing op trace")->required();
+  shrink_cmd->add_option("-o,--out", shrink.out, "Where to write the shrunk trace")->required();
+  shrink_cmd->add_option("--max-replays", shrink.max_replays, "Replay budget")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}))
+      ->capture_default_str();
+  shrink_cmd->add_flag("--json", shrink.json, "JSON summary");
 
   GenCommand gen;
   CLI::App* gen_cmd =
@@ -69,6 +87,7 @@ int main(int argc, char** argv) {
   if (run_cmd->parsed()) return run_command(run);
   if (replay_cmd->parsed()) return replay_command(replay);
   if (gen_cmd->parsed()) return gen_command(gen);
+  if (shrink_cmd->parsed()) return shrink_command(shrink);
   if (imp_cmd->parsed()) return import_mooncake_command(imp);
   return 2;
 }

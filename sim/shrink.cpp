@@ -1,0 +1,162 @@
+#include "sim/shrink.h"
+
+#include <algorithm>
+#include <set>
+
+#include "sim/runner.h"
+
+namespace kvsim::sim {
+namespace {
+
+// The site of a failure: for assertions "file:line", for content failures the pool read.
+std::string site(const SimViolation& v) {
+  if (v.invariant != "core.assert" && v.invariant != "content") return "";
+  const size_t colon = v.detail.find(':');
+  if (v.invariant == "content") return v.detail.substr(0, colon);
+  const size_t second = colon == std::string::npos ? colon : v.detail.find(':', colon + 1);
+  return v.detail.substr(0, second);
+}
+
+bool uses_rid(OpKind k) {
+  return k != OpKind::kPoll && k != OpKind::kStep && k != OpKind::kStorage && k != OpKind::kTick &&
+         k != OpKind::kFlush;
+}
+
+class Shrinker {
+ public:
+  Shrinker(const OpTrace& t, const ShrinkOptions& o) : base_(t), options_(o) {}
+
+  ShrinkResult run() {
+    ShrinkResult result;
+    result.original_ops = base_.ops.size();
+    const RunResult first = replay(base_.ops);
+    if (!first.violation) {
+      result.trace = base_;
+      result.replays = replays_;
+      return result;
+    }
+    target_ = *first.violation;
+    result.reproduced = true;
+    std::vector<Op> ops = base_.ops;
+    ops.resize(std::min(ops.size(), target_.op_index));  // nothing after the failure matters
+    if (!fails(ops)) ops = base_.ops;
+    for (bool changed = true; changed && budget_left();) {
+      const size_t before = size_of(ops);
+      drop_requests(ops);
+      ddmin(ops);
+      simplify(ops);
+      changed = size_of(ops) < before;
+    }
+    result.trace = base_;
+    result.trace.ops = ops;
+    const RunResult last = replay(ops);
+    result.trace.violation = last.violation;
+    result.trace.event_hash = last.event_hash;
+    result.replays = replays_;
+    return result;
+  }
+
+ private:
+  bool budget_left() const { return replays_ < options_.max_replays; }
+
+  RunResult replay(const std::vector<Op>& ops) {
+    ++replays_;
+    OpTrace t = base_;
+    t.ops = ops;
+    return replay_ops(t, options_.setup);
+  }
+
+  bool fails(const std::vector<Op>& ops) {
+    if (!budget_left()) return false;
+    const RunResult r = replay(ops);
+    return r.violation && same_failure(target_, *r.violation);
+  }
+
+  // Ops plus the tokens they carry: what "smaller" means.
+  static size_t size_of(const std::vector<Op>& ops) {
+    size_t n = ops.size() * 1000;
+    for (const Op& op : ops)
+      n += op.prompt.size() + static_cast<size_t>(std::max<int64_t>(op.n, 0) % 1000);
+    return n;
+  }
+
+  void drop_requests(std::vector<Op>& ops) {
+    std::set<RequestId> rids;
+    for (const Op& op : ops) {
+      if (uses_rid(op.kind)) rids.insert(op.rid);
+    }
+    for (RequestId rid : rids) {
+      std::vector<Op> candidate;
+      for (const Op& op : ops) {
+        if (!uses_rid(op.kind) || op.rid != rid) candidate.push_back(op);
+      }
+      if (candidate.size() < ops.size() && fails(candidate)) ops = std::move(candidate);
+    }
+  }
+
+  void ddmin(std::vector<Op>& ops) {
+    size_t n = 2;
+    while (ops.size() >= 2 && budget_left()) {
+      const size_t chunk = (ops.size() + n - 1) / n;
+      bool reduced = false;
+      // Try removing each chunk (testing its complement), last chunks first: late ops are
+      // more often irrelevant.
+      for (size_t i = n; i-- > 0 && !reduced;) {
+        const size_t begin = i * chunk;
+        if (begin >= ops.size()) continue;
+        const size_t end = std::min(ops.size(), begin + chunk);
+        std::vector<Op> candidate(ops.begin(), ops.begin() + static_cast<ptrdiff_t>(begin));
+        candidate.insert(candidate.end(), ops.begin() + static_cast<ptrdiff_t>(end), ops.end());
+        if (fails(candidate)) {
+          ops = std::move(candidate);
+          n = std::max<size_t>(n - 1, 2);
+          reduced = true;
+        }
+      }
+      if (reduced) continue;
+      if (n >= ops.size()) break;
+      n = std::min(ops.size(), n * 2);
+    }
+  }
+
+  void simplify(std::vector<Op>& ops) {
+    // ops[i] is re-read after every accepted candidate: the vector is replaced each time.
+    for (size_t i = 0; i < ops.size() && budget_left(); ++i) {
+      if (ops[i].kind == OpKind::kArrive) {
+        while (ops[i].prompt.size() > 1 && budget_left()) {
+          std::vector<Op> candidate = ops;
+          candidate[i].prompt.resize(ops[i].prompt.size() / 2);
+          if (!fails(candidate)) break;
+          ops = std::move(candidate);
+        }
+        while (ops[i].output_len > 1 && budget_left()) {
+          std::vector<Op> candidate = ops;
+          candidate[i].output_len = ops[i].output_len / 2;
+          if (!fails(candidate)) break;
+          ops = std::move(candidate);
+        }
+      } else if (ops[i].kind == OpKind::kStep && ops[i].n > 1) {
+        std::vector<Op> candidate = ops;
+        candidate[i].n = 1;
+        if (fails(candidate)) ops = std::move(candidate);
+      }
+    }
+  }
+
+  OpTrace base_;
+  ShrinkOptions options_;
+  SimViolation target_;
+  size_t replays_ = 0;
+};
+
+}  // namespace
+
+bool same_failure(const SimViolation& target, const SimViolation& v) {
+  return target.invariant == v.invariant && site(target) == site(v);
+}
+
+ShrinkResult shrink_trace(const OpTrace& failing, const ShrinkOptions& options) {
+  return Shrinker(failing, options).run();
+}
+
+}  // namespace kvsim::sim
