@@ -1,5 +1,7 @@
 #include "core/cache/request_kv.h"
 
+#include <exception>
+
 #include "core/common/assert.h"
 
 namespace kvsim {
@@ -7,6 +9,8 @@ namespace kvsim {
 RequestKV::RequestKV(HiCache& cache, Namespace ns) : cache_(cache), ns_(ns) {}
 
 RequestKV::~RequestKV() {
+  // While an assertion unwinds the stack the cache is already broken; do not assert again.
+  if (std::uncaught_exceptions() > 0) return;
   KV_ASSERT(!active_, "request dropped while it still holds cache slots and a lock");
 }
 
