@@ -34,6 +34,7 @@ Executor::~Executor() {
       try {
         r.kv->abort();
       } catch (const AssertionFailure&) {
+        r.kv->detach();  // the cache is broken already: drop the bookkeeping only
       }
     }
   }
