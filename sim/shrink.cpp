@@ -4,6 +4,7 @@
 #include <set>
 
 #include "sim/runner.h"
+#include "sim/scenario.h"
 
 namespace kvsim::sim {
 namespace {
@@ -42,10 +43,12 @@ class Shrinker {
     if (!fails(ops)) ops = base_.ops;
     for (bool changed = true; changed && budget_left();) {
       const size_t before = size_of(ops);
+      const Scenario config_before = base_.scenario;
+      shrink_pools(ops);  // first: with more requests left, smaller pools still fail
       drop_requests(ops);
       ddmin(ops);
       simplify(ops);
-      changed = size_of(ops) < before;
+      changed = size_of(ops) < before || to_json(base_.scenario) != to_json(config_before);
     }
     result.trace = base_;
     result.trace.ops = ops;
@@ -139,6 +142,26 @@ class Shrinker {
         std::vector<Op> candidate = ops;
         candidate[i].n = 1;
         if (fails(candidate)) ops = std::move(candidate);
+      }
+    }
+  }
+
+  // Smaller pools reach the same pressure with fewer requests: halve each pool while the
+  // failure stays (page multiples, at least one page).
+  void shrink_pools(const std::vector<Op>& ops) {
+    const int64_t page = base_.scenario.cache.page_size;
+    for (int64_t HiCacheOptions::*field :
+         {&HiCacheOptions::host_tokens, &HiCacheOptions::device_tokens}) {
+      while (budget_left()) {
+        const int64_t now = base_.scenario.cache.*field;
+        const int64_t half = now / 2 / page * page;
+        if (half < page) break;
+        const Scenario kept = base_.scenario;
+        base_.scenario.cache.*field = half;
+        if (!fails(ops)) {
+          base_.scenario = kept;
+          break;
+        }
       }
     }
   }

@@ -7,7 +7,9 @@
 //   2. drop whole requests (every op naming a request id);
 //   3. ddmin over the remaining ops (ops that no longer make sense are skipped by the
 //      executor, so any subset is a valid trace);
-//   4. simplify single ops: shorter prompts and outputs, smaller step counts.
+//   4. simplify single ops: shorter prompts and outputs, smaller step counts;
+//   5. shrink the configuration: halve the host and device pools while it still fails (the
+//      shrunk trace's header carries the smaller configuration).
 // Every candidate is checked by replaying it on a fresh executor (sim/runner.h replay_ops).
 #pragma once
 

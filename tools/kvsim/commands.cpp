@@ -59,6 +59,7 @@ int run_command(const RunCommand& c) {
     uint64_t failures = 0;
     uint64_t tried = 0;
     int64_t total_ops = 0;
+    nlohmann::json first_failure;  // null until a seed fails
     // Wall time bounds the sweep (a CLI concern); the simulated runs never see it.
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] {
@@ -75,7 +76,13 @@ int run_command(const RunCommand& c) {
                           .record = &ops};
       const sim::RunResult r = sim::run_scenario(req);
       total_ops += r.stats.ops;
-      if (!r.ok()) ++failures;
+      if (!r.ok() && ++failures == 1) {
+        first_failure = {{"seed", seed},
+                         {"seeds_tried", tried},
+                         {"ops", total_ops},
+                         {"wall_s", elapsed()},
+                         {"invariant", r.violation->invariant}};
+      }
       if (c.json) {
         std::printf("%s\n", sim::summary_json(s, seed, r).dump().c_str());
       } else if (c.seeds == 1 || !r.ok()) {
@@ -99,12 +106,12 @@ int run_command(const RunCommand& c) {
         }
       }
       if (show_progress) progress(i + 1, c.seeds, failures);
-      if (c.stop_at_first && !r.ok()) {
+      if (!r.ok() && (c.stop_at_first || (c.max_failures > 0 && failures >= c.max_failures))) {
         if (show_progress) std::fprintf(stderr, "\n");
         break;
       }
     }
-    if (c.stop_at_first || c.time_budget_s > 0) {
+    if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
       const nlohmann::json hunt = {{"hunt",
                                     {{"scenario", s.name},
                                      {"seeds_tried", tried},

@@ -22,6 +22,7 @@ struct RunCommand {
   bool no_content = false;
   bool progress = true;
   bool stop_at_first = false;  // stop the sweep at the first failing seed
+  uint64_t max_failures = 0;   // stop the sweep after this many failing seeds (0 = never)
   double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
 };
 

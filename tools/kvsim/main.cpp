@@ -35,6 +35,10 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--stop-at-first", run.stop_at_first,
                     "Stop a sweep at the first failing seed and print a hunt summary");
   run_cmd
+      ->add_option("--max-failures", run.max_failures,
+                   "Stop a sweep after this many failing seeds and print a hunt summary")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}));
+  run_cmd
       ->add_option("--time-budget", run.time_budget_s,
                    "Stop a sweep after this many seconds of wall time")
       ->check(CLI::NonNegativeNumber);
