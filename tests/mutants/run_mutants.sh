@@ -75,6 +75,7 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]_*.patch; do
   start=$(now_ms)
   seeds=0
   ops=0
+  first_wall=0
   for scenario in $scenarios; do
     left_ms=$((budget * 1000 - ($(now_ms) - start)))
     if [ "$left_ms" -le 0 ]; then break; fi

@@ -112,12 +112,13 @@ int run_command(const RunCommand& c) {
       }
     }
     if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
-      const nlohmann::json hunt = {{"hunt",
-                                    {{"scenario", s.name},
-                                     {"seeds_tried", tried},
-                                     {"ops", total_ops},
-                                     {"failures", failures},
-                                     {"wall_s", elapsed()}}}};
+      nlohmann::json summary = {{"scenario", s.name},
+                                {"seeds_tried", tried},
+                                {"ops", total_ops},
+                                {"failures", failures},
+                                {"wall_s", elapsed()}};
+      summary["first_failure"] = first_failure;
+      const nlohmann::json hunt = {{"hunt", summary}};
       std::printf("%s\n", hunt.dump().c_str());
     }
     if (c.seeds > 1 && !c.json) {
