@@ -36,17 +36,21 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   }
   MatchResult m = cache_.match_prefix(ns_, tokens);
   TreeNode* anchor = m.last_device_node;
+  // The device match is the fallback if the load-back fails, and a load-back that makes room
+  // evicts: hold the device anchor (all components) while it runs.
+  lock_ = cache_.lock(*anchor);
   if (allow_load_back && m.best_match_node != m.last_device_node) {
     LoadBackResult lb = cache_.init_load_back(*m.best_match_node);
     if (lb.loaded) {
+      cache_.unlock(lock_);
       anchor = lb.last_node;
+      lock_ = cache_.lock(*anchor);
       // Whatever reads the loaded prefix on the compute stream (the forward, the Mamba
       // copy-on-write below) must wait for the load to land.
       cache_.wait_for_load(cache_.ready_to_load_host_cache());
       out.host_hit_tokens = m.host_hit_length;
     }
   }
-  lock_ = cache_.lock(*anchor);
   active_ = true;
   // The tree's slots for the prefix: recomputed from the anchor's path (root→anchor).
   kv_ = IndexVector(Tier::kDevice, {});
