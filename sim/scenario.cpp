@@ -129,7 +129,7 @@ void parse_check(JsonReader r, Scenario& s) {
   r.finish();
 }
 
-void validate(const Scenario& s, const std::string& source) {
+void validate(const Scenario& s, const std::string& source, ScenarioUse use) {
   const HiCacheOptions& c = s.cache;
   auto fail = [&](const std::string& field, const std::string& problem) {
     throw InputError(source + ": field " + field + ": " + problem);
@@ -137,9 +137,10 @@ void validate(const Scenario& s, const std::string& source) {
   if (c.has_swa() && c.swa_window_tokens < c.page_size) {
     fail("cache.swa_window_tokens", "must be at least one page");
   }
-  // The largest request must fit the device pool once, or it could never run.
+  // The largest request must fit the device pool once, or it could never run. (A trace's
+  // configuration may have been shrunk below its workload: its ops are what replay.)
   const int64_t largest =
-      s.workload.kind == WorkloadKind::kMooncake
+      s.workload.kind == WorkloadKind::kMooncake || use == ScenarioUse::kReplay
           ? 0
           : s.workload.system_prompt_tokens + s.workload.prompt_max * 4 + s.workload.output_max;
   if (largest > c.device_tokens) {
@@ -186,7 +187,7 @@ Scenario default_scenario() {
   return s;
 }
 
-Scenario parse_scenario(const nlohmann::json& doc, const std::string& source) {
+Scenario parse_scenario(const nlohmann::json& doc, const std::string& source, ScenarioUse use) {
   Scenario s = default_scenario();
   s.description.clear();
   s.source = source;
@@ -200,7 +201,7 @@ Scenario parse_scenario(const nlohmann::json& doc, const std::string& source) {
   parse_faults(r.object("faults"), s);
   parse_check(r.object("check"), s);
   r.finish();
-  validate(s, source);
+  validate(s, source, use);
   return s;
 }
 

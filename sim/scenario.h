@@ -84,7 +84,12 @@ struct Scenario {
 // The built-in default: a mixed workload on a small hybrid-free cache under pressure.
 Scenario default_scenario();
 // Parses and validates; throws InputError naming the source and field.
-Scenario parse_scenario(const nlohmann::json& doc, const std::string& source);
+// kRun: the scenario will generate a workload (every check); kReplay: a trace header whose ops
+// replay (the check that the workload fits the pools is skipped: shrinking may have made the
+// pools smaller than the generator's largest request).
+enum class ScenarioUse : uint8_t { kRun = 0, kReplay = 1 };
+Scenario parse_scenario(const nlohmann::json& doc, const std::string& source,
+                        ScenarioUse use = ScenarioUse::kRun);
 Scenario load_scenario(const std::string& path);
 // The canonical JSON form (what traces embed); parse_scenario(to_json(s)) == s.
 nlohmann::json to_json(const Scenario& s);

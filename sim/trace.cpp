@@ -85,7 +85,8 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       trace.kind = r.choice("kind", "", {"workload", "ops"});
       const uint64_t seed = static_cast<uint64_t>(r.required_integer("seed", 0, INT64_MAX));
       if (!r.has("scenario")) r.fail("scenario", "missing");
-      const Scenario s = parse_scenario(r.raw("scenario"), where + " (scenario)");
+      const Scenario s =
+          parse_scenario(r.raw("scenario"), where + " (scenario)", ScenarioUse::kReplay);
       r.raw("violation");  // informational; the footer carries the same
       r.finish();
       trace.workload.scenario = trace.ops.scenario = s;
