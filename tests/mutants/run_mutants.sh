@@ -63,7 +63,12 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]_*.patch; do
   if [ -n "$only" ] && [ "$only" != "$id" ]; then continue; fi
   scenarios=$(sed -n 's/^# kvsim-mutant-scenarios: //p' "$patch")
   git -C "$src" checkout -q -- .
-  git -C "$src" apply "$patch"
+  if ! git -C "$src" apply "$patch" 2>"$out/apply-$id.log"; then
+    echo "mutant $id: the patch no longer applies to HEAD (see $out/apply-$id.log)" >&2
+    rows+=("$id|PATCH DOES NOT APPLY|-|-|-|-|-")
+    survivors=$((survivors + 1))
+    continue
+  fi
   if ! cmake --build "$build" --target kvsim -j"$jobs" >"$out/build-$id.log" 2>&1; then
     echo "mutant $id: does not build (see $out/build-$id.log)" >&2
     rows+=("$id|BUILD FAILED|-|-|-|-|-")
