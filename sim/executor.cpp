@@ -87,6 +87,8 @@ void Executor::after_op() {
     return;
   }
   const HiCache& cache = *cache_;
+  stats_.max_tree_nodes =
+      std::max(stats_.max_tree_nodes, static_cast<int64_t>(cache.tree().node_count()));
   const int64_t allocated = cache.options().device_tokens - cache.available_device_size();
   const int64_t accounted =
       cache.tree().evictable_size() + cache.tree().protected_size() + cache.request_held_tokens();

@@ -80,6 +80,7 @@ struct ExecutorStats {
   int64_t content_checks = 0;
   int64_t offloaded = 0;
   int64_t resumed = 0;
+  int64_t max_tree_nodes = 0;  // the largest the radix tree grew
 };
 
 struct OpOutcome {
