@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Smoke-fuzzes every target: installs the toolchain if missing (tools/setup.sh), configures and
+# builds the `fuzz` preset (clang, libFuzzer, ASan + UBSan) into build/fuzz, then runs each target
+# for N seconds on its seed corpus and dictionary. Fails on any crash, sanitizer report, timeout
+# or out-of-memory; prints each target's exec/s (libFuzzer's final stats).
+#
+# Usage: fuzz/run_smoke.sh [seconds] [target...]   (default: 20 s, every fuzz/*_fuzzer.cpp)
+# Env:   KVSIM_FUZZ_STRICT=1  also fail on the known findings (fuzz/findings/README.md)
+#        SMOKE_JOBS=N         build parallelism (default: nproc)
+# New inputs go to build/fuzz/smoke/<target>/corpus, never into fuzz/corpus (merge them with
+# fuzz/merge_corpus.sh); a crash leaves crash-<sha1> and, for a simulator violation, the op trace
+# kvsim-<target>-<sha1>.trace.jsonl in build/fuzz/smoke/<target>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-20}"
+shift || true
+if [ $# -gt 0 ]; then
+  targets=("$@")
+else
+  targets=()
+  for f in fuzz/*_fuzzer.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+
+tools/setup.sh
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j"${SMOKE_JOBS:-$(nproc)}"
+
+root=build/fuzz/smoke
+rm -rf "$root"
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+  bin=build/fuzz/fuzz/$t
+  out=$root/$t
+  mkdir -p "$out/corpus"
+  args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
+        -artifact_prefix="$out/")
+  if [ -f "fuzz/$t.dict" ]; then args+=(-dict="fuzz/$t.dict"); fi
+  seeds=()
+  if [ -d "fuzz/corpus/$t" ]; then seeds+=("fuzz/corpus/$t"); fi
+  echo "== $t: ${seconds}s"
+  rc=0
+  "$bin" "${args[@]}" "$out/corpus" "${seeds[@]}" >"$out/log.txt" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/log.txt" | tail -1)
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/log.txt" | tail -1)
+  if [ "$rc" -ne 0 ]; then
+    failed+=("$t")
+    summary+=("$(printf '%-24s FAILED (exit %s) after %s runs' "$t" "$rc" "${runs:-?}")")
+    echo "-- $t failed (exit $rc); the end of its log ($out/log.txt):"
+    grep -v '^    #' "$out/log.txt" | tail -25
+    ls "$out" | grep -E '^(crash|leak|timeout|oom|slow-unit)-|\.jsonl$' | sed "s|^|   $out/|" || true
+  else
+    summary+=("$(printf '%-24s ok  %8s exec/s  %10s runs' "$t" "${execs:-?}" "${runs:-?}")")
+  fi
+done
+
+echo
+echo "fuzz smoke (${seconds}s per target, $(nproc) cores on this machine):"
+printf '  %s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
