@@ -19,8 +19,10 @@
 #include <cstdlib>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "core/common/assert.h"
 #include "fuzz/fuzz_support.h"
 #include "sim/executor.h"
 #include "sim/json_reader.h"
@@ -230,8 +232,15 @@ class Run {
     if (executor_.cache().storage_enabled()) {
       if (!run_storage() || !apply(Op{.kind = OpKind::kFlush})) return false;
     }
-    executor_.check_quiescent();
-    return !executor_.failed();
+    // check_quiescent's sanity_check runs outside the executor's own assertion scope: a core
+    // assertion there becomes a "core.assert" violation too, not a trace-less abort.
+    ScopedThrowingAsserts asserts;
+    try {
+      executor_.check_quiescent();
+    } catch (const AssertionFailure& e) {
+      assertion_ = sim::SimViolation{"core.assert", e.what(), ops_.size()};
+    }
+    return !executor_.failed() && !assertion_;
   }
 
   Executor& executor() { return executor_; }
@@ -241,7 +250,7 @@ class Run {
                         .seed = seed_of_trace_,
                         .ops = ops_,
                         .event_hash = executor_.event_hash(),
-                        .violation = executor_.violation()};
+                        .violation = executor_.failed() ? executor_.violation() : assertion_};
   }
   void set_seed(uint64_t seed) { seed_of_trace_ = seed; }
 
@@ -262,6 +271,7 @@ class Run {
 
   Executor executor_;
   std::vector<Op> ops_;
+  std::optional<sim::SimViolation> assertion_;
   uint64_t seed_of_trace_ = 0;
 };
 

@@ -15,8 +15,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "core/common/assert.h"
 #include "fuzz/fuzz_support.h"
 #include "sim/json_reader.h"
 #include "sim/runner.h"
@@ -145,17 +147,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::vector<sim::Arrival> arrivals = sim::generate_workload(scenario, seed);
   std::vector<sim::Op> ops;
-  const sim::RunResult result = sim::run_scenario(
-      sim::RunRequest{.scenario = &scenario, .seed = seed, .arrivals = &arrivals, .record = &ops});
+  sim::RunResult result;
+  bool asserted = false;  // no event hash then: the run never returned one
+  {
+    // The executor turns assertions inside an op into violations; one outside an op (the final
+    // quiescence check's sanity_check) is caught here, so it too leaves a trace.
+    ScopedThrowingAsserts asserts;
+    try {
+      result = sim::run_scenario(sim::RunRequest{
+          .scenario = &scenario, .seed = seed, .arrivals = &arrivals, .record = &ops});
+    } catch (const AssertionFailure& e) {
+      result.violation = sim::SimViolation{"core.assert", e.what(), ops.size()};
+      asserted = true;
+    }
+  }
   if (!result.ok()) {
     const sim::WorkloadTrace workload{.scenario = scenario, .seed = seed, .arrivals = arrivals};
-    fuzz::report_violation("sim", data, size,
-                           sim::OpTrace{.scenario = scenario,
-                                        .seed = seed,
-                                        .ops = std::move(ops),
-                                        .event_hash = result.event_hash,
-                                        .violation = result.violation},
-                           &workload);
+    fuzz::report_violation(
+        "sim", data, size,
+        sim::OpTrace{.scenario = scenario,
+                     .seed = seed,
+                     .ops = std::move(ops),
+                     .event_hash = asserted ? std::nullopt : std::optional(result.event_hash),
+                     .violation = result.violation},
+        &workload);
   }
   return 0;
 }
