@@ -38,6 +38,9 @@ nlohmann::json parse_json(const std::string& text, const std::string& source, si
     if (colon != std::string::npos) what = what.substr(colon);
     throw InputError(source + ":" + std::to_string(line) + ":" + std::to_string(column) +
                      ": invalid JSON: " + what);
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. a number literal too large for a double (out_of_range 406): no position is given.
+    throw InputError(source + ":" + std::to_string(first_line) + ": invalid JSON: " + e.what());
   }
 }
 

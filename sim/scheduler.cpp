@@ -178,6 +178,12 @@ void Scheduler::forward_running() {
       if (!emit(Op{.kind = OpKind::kCompute, .rid = rid, .n = n, .flag = oom}, &out)) return;
       if (!out.ok && running_.size() > 1) {  // no room for this chunk now
         if (!preempt(rid)) return;
+      } else if (!out.ok && !oom &&
+                 static_cast<int64_t>(r->tokens.size()) > scenario_.cache.device_tokens) {
+        // Alone, and larger than the whole device pool: it can never run (otherwise in-flight
+        // copies still pin what it needs, and it retries next iteration).
+        running_.erase(std::find(running_.begin(), running_.end(), rid));
+        if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
       }
       continue;
     }

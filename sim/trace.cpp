@@ -70,6 +70,7 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
   while (std::getline(in, line)) {
     ++line_no;
     const std::string where = path + ":" + std::to_string(line_no);
+    if (line.empty() && line_no == 1) throw InputError(where + ": expected the trace header");
     if (line.empty()) continue;
     if (ended) throw InputError(where + ": content after the end record");
     const nlohmann::json doc = parse_json(line, path, line_no);

@@ -67,12 +67,14 @@ class Generator {
       case WorkloadKind::kAgentic: {
         const size_t s = rng_.below(sessions_.size());
         std::vector<Token>& history = sessions_[s];
+        // The prompt never exceeds `cap` (validate() sizes the device pool from it): a turn
+        // that would make it longer starts a new conversation.
         const int64_t cap = kind == WorkloadKind::kAgentic ? 4 * w_.prompt_max : 2 * w_.prompt_max;
-        if (static_cast<int64_t>(history.size()) > cap) history.clear();  // a new conversation
+        const int64_t turn = kind == WorkloadKind::kAgentic ? fresh() / 2 + 1 : fresh();
+        if (static_cast<int64_t>(history.size()) + turn > cap) history.clear();
         a.ns = session_ns_[s];
         a.prompt = history;
-        append(a.prompt,
-               random_tokens(rng_, kind == WorkloadKind::kAgentic ? fresh() / 2 + 1 : fresh()));
+        append(a.prompt, random_tokens(rng_, turn));
         history = a.prompt;
         for (int64_t i = 0; i < a.output_len; ++i)
           history.push_back(output_token(a.rid, static_cast<size_t>(i)));
