@@ -81,7 +81,10 @@ bool Scheduler::iteration() {
 
 void Scheduler::progress_copies_and_storage() {
   CacheController& controller = executor_.cache().controller();
-  for (StreamId stream : {controller.write_stream(), controller.load_stream()}) {
+  // The GPU runs every stream on its own, compute included (index uploads and the start
+  // events of copies are queued there even when no forward runs this iteration).
+  const StreamId compute = executor_.backend().compute_stream();
+  for (StreamId stream : {compute, controller.write_stream(), controller.load_stream()}) {
     if (faults_.fire(FaultSite::kCopyDelay)) continue;
     const int64_t n = 1 + static_cast<int64_t>(rng_.below(8));
     if (!emit(Op{.kind = OpKind::kStep, .n = n, .target = stream})) return;
