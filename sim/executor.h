@@ -64,7 +64,7 @@ struct SimRequest {
   int64_t retracts = 0;
   // PD decode: the metadata the prefill side sent (a copy, seed 003), and the CPU copy that
   // holds the request's KV and side buffers while it is retracted.
-  std::optional<MetadataRecord> metadata;
+  MetadataSnapshot metadata;
   std::optional<CpuCopy> cpu_copy;
   size_t offloaded_slots = 0;
 };

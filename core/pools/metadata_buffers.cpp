@@ -12,13 +12,6 @@ size_t to_size(int32_t n) {
   return static_cast<size_t>(n);
 }
 
-template <class T>
-bool all_zero(const std::vector<T>& column, size_t begin, size_t count) {
-  return std::all_of(column.begin() + static_cast<ptrdiff_t>(begin),
-                     column.begin() + static_cast<ptrdiff_t>(begin + count),
-                     [](const T& v) { return v == T{}; });
-}
-
 }  // namespace
 
 MetadataBuffers::MetadataBuffers(const MetadataBuffersOptions& options) : options_(options) {
@@ -31,16 +24,14 @@ MetadataBuffers::MetadataBuffers(const MetadataBuffersOptions& options) : option
   free_slots_.reserve(n);
   for (MetadataSlot s = options.slot_count - 1; s >= 0; --s)
     free_slots_.push_back(s);  // slot 0 is handed out first
-  first_output_token_.assign(n, 0);
-  cached_tokens_.assign(n, CachedTokenCounts{});
-  output_logprob_.assign(n, 0.0);
-  top_k_ids_.assign(n * to_size(options.top_k_capacity), 0);
-  top_k_count_.assign(n, 0);
-  hidden_state_.assign(n * options.hidden_state_bytes, std::byte{0});
-  sparse_top_k_.assign(n * to_size(options.sparse_top_k_capacity), 0);
-  sparse_top_k_count_.assign(n, 0);
-  bootstrap_room_.assign(n, 0);
-  has_bootstrap_room_.assign(n, 0);
+  cleared_.hidden_state.assign(options.hidden_state_bytes, std::byte{0});
+  rows_.reserve(n);
+  for (size_t s = 0; s < n; ++s) {
+    auto row = std::make_shared<MetadataRecord>(cleared_);
+    row->top_k_ids.reserve(to_size(options.top_k_capacity));
+    row->sparse_top_k.reserve(to_size(options.sparse_top_k_capacity));
+    rows_.push_back(std::move(row));
+  }
 }
 
 bool MetadataBuffers::is_allocated(MetadataSlot slot) const {
@@ -81,42 +72,21 @@ void MetadataBuffers::set_buf(MetadataSlot slot, const MetadataRecord& record) {
   KV_ASSERT(record.hidden_state.size() == options_.hidden_state_bytes,
             "metadata hidden state of " + std::to_string(record.hidden_state.size()) +
                 " bytes, slots hold " + std::to_string(options_.hidden_state_bytes));
-  clear(slot);  // no field of a previous set_buf survives (shorter top-k lists included)
-  const size_t s = to_size(slot);
-  first_output_token_[s] = record.first_output_token;
-  cached_tokens_[s] = record.cached_tokens;
-  output_logprob_[s] = record.output_logprob;
-  std::copy(record.top_k_ids.begin(), record.top_k_ids.end(),
-            top_k_ids_.begin() + static_cast<ptrdiff_t>(s * to_size(options_.top_k_capacity)));
-  top_k_count_[s] = static_cast<int32_t>(record.top_k_ids.size());
-  std::copy(record.hidden_state.begin(), record.hidden_state.end(),
-            hidden_state_.begin() + static_cast<ptrdiff_t>(s * options_.hidden_state_bytes));
-  std::copy(
-      record.sparse_top_k.begin(), record.sparse_top_k.end(),
-      sparse_top_k_.begin() + static_cast<ptrdiff_t>(s * to_size(options_.sparse_top_k_capacity)));
-  sparse_top_k_count_[s] = static_cast<int32_t>(record.sparse_top_k.size());
-  bootstrap_room_[s] = record.bootstrap_room.value_or(0);
-  has_bootstrap_room_[s] = record.bootstrap_room.has_value() ? 1 : 0;
+  // Field by field into the reserved row: no allocation, and no field of a previous set_buf
+  // survives (shorter top-k lists included).
+  MetadataRecord& row = *rows_[to_size(slot)];
+  row.first_output_token = record.first_output_token;
+  row.cached_tokens = record.cached_tokens;
+  row.output_logprob = record.output_logprob;
+  row.top_k_ids.assign(record.top_k_ids.begin(), record.top_k_ids.end());
+  row.hidden_state.assign(record.hidden_state.begin(), record.hidden_state.end());
+  row.sparse_top_k.assign(record.sparse_top_k.begin(), record.sparse_top_k.end());
+  row.bootstrap_room = record.bootstrap_room;
 }
 
-MetadataRecord MetadataBuffers::get_buf(MetadataSlot slot) const {
+MetadataSnapshot MetadataBuffers::get_buf(MetadataSlot slot) const {
   check_allocated(slot, "get_buf");
-  const size_t s = to_size(slot);
-  const auto top_k =
-      top_k_ids_.begin() + static_cast<ptrdiff_t>(s * to_size(options_.top_k_capacity));
-  const auto hidden =
-      hidden_state_.begin() + static_cast<ptrdiff_t>(s * options_.hidden_state_bytes);
-  const auto sparse =
-      sparse_top_k_.begin() + static_cast<ptrdiff_t>(s * to_size(options_.sparse_top_k_capacity));
-  MetadataRecord record;
-  record.first_output_token = first_output_token_[s];
-  record.cached_tokens = cached_tokens_[s];
-  record.output_logprob = output_logprob_[s];
-  record.top_k_ids.assign(top_k, top_k + top_k_count_[s]);
-  record.hidden_state.assign(hidden, hidden + static_cast<ptrdiff_t>(options_.hidden_state_bytes));
-  record.sparse_top_k.assign(sparse, sparse + sparse_top_k_count_[s]);
-  if (has_bootstrap_room_[s] != 0) record.bootstrap_room = bootstrap_room_[s];
-  return record;
+  return std::make_shared<const MetadataRecord>(*rows_[to_size(slot)]);  // the clone (seed 003)
 }
 
 void MetadataBuffers::free(MetadataSlot slot) {
@@ -128,34 +98,25 @@ void MetadataBuffers::free(MetadataSlot slot) {
 }
 
 void MetadataBuffers::clear(MetadataSlot slot) {
-  const size_t s = to_size(slot);
-  first_output_token_[s] = 0;
-  cached_tokens_[s] = CachedTokenCounts{};
-  output_logprob_[s] = 0.0;
-  const size_t k = to_size(options_.top_k_capacity);
-  std::fill_n(top_k_ids_.begin() + static_cast<ptrdiff_t>(s * k), k, 0);
-  top_k_count_[s] = 0;
-  const size_t h = options_.hidden_state_bytes;
-  std::fill_n(hidden_state_.begin() + static_cast<ptrdiff_t>(s * h), h, std::byte{0});
-  const size_t sk = to_size(options_.sparse_top_k_capacity);
-  std::fill_n(sparse_top_k_.begin() + static_cast<ptrdiff_t>(s * sk), sk, 0);
-  sparse_top_k_count_[s] = 0;
-  bootstrap_room_[s] = 0;  // SGLang #27374: a stale room must not reach the next owner
-  has_bootstrap_room_[s] = 0;
+  MetadataRecord& row = *rows_[to_size(slot)];
+  row.first_output_token = 0;
+  row.cached_tokens = CachedTokenCounts{};
+  row.output_logprob = 0.0;
+  row.top_k_ids.clear();
+  std::fill(row.hidden_state.begin(), row.hidden_state.end(), std::byte{0});
+  row.sparse_top_k.clear();
+  row.bootstrap_room.reset();  // SGLang #27374: a stale room must not reach the next owner
 }
 
 const char* MetadataBuffers::stale_field(MetadataSlot slot) const {
-  const size_t s = to_size(slot);
-  if (first_output_token_[s] != 0) return "first_output_token";
-  if (!(cached_tokens_[s] == CachedTokenCounts{})) return "cached_tokens";
-  if (output_logprob_[s] != 0.0) return "output_logprob";
-  const size_t k = to_size(options_.top_k_capacity);
-  if (top_k_count_[s] != 0 || !all_zero(top_k_ids_, s * k, k)) return "top_k_ids";
-  const size_t h = options_.hidden_state_bytes;
-  if (!all_zero(hidden_state_, s * h, h)) return "hidden_state";
-  const size_t sk = to_size(options_.sparse_top_k_capacity);
-  if (sparse_top_k_count_[s] != 0 || !all_zero(sparse_top_k_, s * sk, sk)) return "sparse_top_k";
-  if (has_bootstrap_room_[s] != 0 || bootstrap_room_[s] != 0) return "bootstrap_room";
+  const MetadataRecord& row = *rows_[to_size(slot)];
+  if (row.first_output_token != cleared_.first_output_token) return "first_output_token";
+  if (row.cached_tokens != cleared_.cached_tokens) return "cached_tokens";
+  if (row.output_logprob != cleared_.output_logprob) return "output_logprob";
+  if (row.top_k_ids != cleared_.top_k_ids) return "top_k_ids";
+  if (row.hidden_state != cleared_.hidden_state) return "hidden_state";
+  if (row.sparse_top_k != cleared_.sparse_top_k) return "sparse_top_k";
+  if (row.bootstrap_room != cleared_.bootstrap_room) return "bootstrap_room";
   return nullptr;
 }
 

@@ -4,12 +4,14 @@
 // Prefill writes a request's first output token, cached-token counts, logprob, top-k ids,
 // hidden state, sparse top-k indices and bootstrap room into its slot (set_buf); decode reads
 // them (get_buf) — for a retracted request possibly much later, after its slot was freed and
-// handed to another request. So get_buf returns a COPY, never a view into the slot: seed 003
-// returned views and resumed requests read the next owner's data. free() clears every field,
-// bootstrap_room included (SGLang #27374: a stale room leaked into the slot's next owner).
+// handed to another request. free() clears every field, bootstrap_room included (SGLang #27374:
+// a stale room leaked into the slot's next owner).
 //
-// Storage is columnar like SGLang's tensors (one array per field, slot-major) and fixed at
-// construction; nothing is allocated after it except the copies get_buf returns.
+// Each slot's row is refcounted, as the tensors SGLang slices share their storage: get_buf
+// hands out a snapshot the request keeps, and it must be a fresh clone of the row, never the
+// row itself. Seed 003 handed out views (slices) and resumed requests read the next owner's
+// data through them. Rows are sized at construction (capacities reserved); nothing is
+// allocated after it except the snapshots get_buf returns.
 //
 // Invariants (sanity_check reports them under stable names):
 //  1. every slot is either free (exactly once in the free list) or allocated, never both;
@@ -24,6 +26,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -58,6 +61,9 @@ struct MetadataRecord {
   friend bool operator==(const MetadataRecord&, const MetadataRecord&) = default;
 };
 
+// What get_buf hands out: an immutable record the request holds until it runs.
+using MetadataSnapshot = std::shared_ptr<const MetadataRecord>;
+
 struct MetadataBuffersOptions {
   int32_t slot_count = 0;
   int32_t top_k_capacity = 8;
@@ -71,8 +77,10 @@ class MetadataBuffers {
 
   std::optional<MetadataSlot> alloc();  // nullopt when every slot is taken
   void set_buf(MetadataSlot slot, const MetadataRecord& record);
-  MetadataRecord get_buf(MetadataSlot slot) const;  // a copy: later slot writes never reach it
-  void free(MetadataSlot slot);                     // clears every field, then free-lists
+  // A clone of the slot's row: later writes to the slot (free, the next owner's set_buf)
+  // never reach it.
+  MetadataSnapshot get_buf(MetadataSlot slot) const;
+  void free(MetadataSlot slot);  // clears every field, then free-lists
 
   bool is_allocated(MetadataSlot slot) const;
   int32_t slot_count() const { return options_.slot_count; }
@@ -94,18 +102,8 @@ class MetadataBuffers {
   MetadataBuffersOptions options_;
   std::vector<MetadataSlot> free_slots_;  // back = next to hand out
   std::vector<uint8_t> allocated_;        // per slot: 1 allocated, 0 free
-
-  // Columnar fields, slot-major.
-  std::vector<Token> first_output_token_;
-  std::vector<CachedTokenCounts> cached_tokens_;
-  std::vector<double> output_logprob_;
-  std::vector<Token> top_k_ids_;  // slot_count × top_k_capacity
-  std::vector<int32_t> top_k_count_;
-  std::vector<std::byte> hidden_state_;  // slot_count × hidden_state_bytes
-  std::vector<int32_t> sparse_top_k_;    // slot_count × sparse_top_k_capacity
-  std::vector<int32_t> sparse_top_k_count_;
-  std::vector<uint64_t> bootstrap_room_;
-  std::vector<uint8_t> has_bootstrap_room_;
+  std::vector<std::shared_ptr<MetadataRecord>> rows_;  // one per slot, never reseated
+  MetadataRecord cleared_;  // what a free row holds: zeros, no room, hidden state of zeros
 };
 
 }  // namespace kvsim

@@ -15,9 +15,9 @@ namespace kvsim {
 // Reaches into the state to corrupt it, so sanity_check's reports can be exercised.
 struct MetadataBuffersTestPeer {
   static std::vector<MetadataSlot>& free_slots(MetadataBuffers& m) { return m.free_slots_; }
-  static std::vector<uint64_t>& bootstrap_room(MetadataBuffers& m) { return m.bootstrap_room_; }
-  static std::vector<std::byte>& hidden_state(MetadataBuffers& m) { return m.hidden_state_; }
-  static std::vector<int32_t>& top_k_count(MetadataBuffers& m) { return m.top_k_count_; }
+  static MetadataRecord& row(MetadataBuffers& m, MetadataSlot slot) {
+    return *m.rows_[static_cast<size_t>(slot)];
+  }
 };
 
 namespace {
@@ -68,15 +68,15 @@ TEST(MetadataBuffers, SetThenGetRoundTripsEveryField) {
   const MetadataSlot b = *m.alloc();
   m.set_buf(a, record_for(1));
   m.set_buf(b, record_for(2));
-  EXPECT_EQ(m.get_buf(a), record_for(1));
-  EXPECT_EQ(m.get_buf(b), record_for(2));
+  EXPECT_EQ(*m.get_buf(a), record_for(1));
+  EXPECT_EQ(*m.get_buf(b), record_for(2));
   MetadataRecord no_room = record_for(3);
   no_room.bootstrap_room.reset();
   no_room.top_k_ids = {9};  // shorter than the previous owner's: no stale tail
   no_room.sparse_top_k.clear();
   m.set_buf(a, no_room);
-  EXPECT_EQ(m.get_buf(a), no_room);
-  EXPECT_EQ(m.get_buf(b), record_for(2));
+  EXPECT_EQ(*m.get_buf(a), no_room);
+  EXPECT_EQ(*m.get_buf(b), record_for(2));
 }
 
 // Goal (seed 003): a retracted request's get_buf result is its own. After its slot is freed,
@@ -86,13 +86,16 @@ TEST(MetadataBuffers, GetBufCopySurvivesFreeReuseAndOverwrite) {
   MetadataBuffers m(kOptions);
   const MetadataSlot slot = *m.alloc();
   m.set_buf(slot, record_for(1));
-  const MetadataRecord retracted = m.get_buf(slot);
+  const MetadataSnapshot retracted = m.get_buf(slot);
   m.free(slot);
+  EXPECT_EQ(*retracted, record_for(1));  // free cleared the row, not the snapshot
   const MetadataSlot reused = *m.alloc();
   ASSERT_EQ(reused, slot);
   m.set_buf(reused, record_for(2));
-  EXPECT_EQ(retracted, record_for(1));
-  EXPECT_EQ(m.get_buf(reused), record_for(2));
+  EXPECT_EQ(*retracted, record_for(1));
+  EXPECT_EQ(*m.get_buf(reused), record_for(2));
+  // Two reads of one slot are two snapshots, not one shared row.
+  EXPECT_NE(m.get_buf(reused).get(), m.get_buf(reused).get());
 }
 
 // Goal (#27374): free clears every field, bootstrap_room included, so the next owner of the
@@ -106,7 +109,7 @@ TEST(MetadataBuffers, FreeClearsEveryFieldIncludingBootstrapRoom) {
   m.sanity_check(report);
   EXPECT_TRUE(report.ok()) << report.summary();
   ASSERT_EQ(m.alloc(), slot);
-  const MetadataRecord fresh = m.get_buf(slot);
+  const MetadataRecord fresh = *m.get_buf(slot);
   EXPECT_EQ(fresh.bootstrap_room, std::nullopt);
   EXPECT_EQ(fresh.first_output_token, 0);
   EXPECT_EQ(fresh.cached_tokens, CachedTokenCounts{});
@@ -119,7 +122,7 @@ TEST(MetadataBuffers, FreeClearsEveryFieldIncludingBootstrapRoom) {
   zero_room.hidden_state.assign(16, std::byte{0});
   zero_room.bootstrap_room = 0;
   m.set_buf(slot, zero_room);
-  EXPECT_EQ(m.get_buf(slot).bootstrap_room, std::optional<uint64_t>(0));
+  EXPECT_EQ(m.get_buf(slot)->bootstrap_room, std::optional<uint64_t>(0));
 }
 
 // Goal: lifecycle and shape misuse are programmer errors and change nothing.
@@ -142,7 +145,7 @@ TEST(MetadataBuffers, ProgrammerErrorsAreCaught) {
   MetadataRecord wrong_hidden = record_for(2);
   wrong_hidden.hidden_state.resize(8);
   EXPECT_THROW(m.set_buf(slot, wrong_hidden), AssertionFailure);
-  EXPECT_EQ(m.get_buf(slot), record_for(1));  // refused writes changed nothing
+  EXPECT_EQ(*m.get_buf(slot), record_for(1));  // refused writes changed nothing
   m.free(slot);
   try {
     m.free(slot);
@@ -162,7 +165,7 @@ TEST(MetadataBuffers, ProgrammerErrorsAreCaught) {
 TEST(MetadataBuffers, SanityCheckReportsStaleFieldsAndFreeListDamage) {
   {
     MetadataBuffers m(kOptions);
-    MetadataBuffersTestPeer::bootstrap_room(m)[1] = 42;  // slot 1 is free
+    MetadataBuffersTestPeer::row(m, 1).bootstrap_room = 42;  // slot 1 is free
     SanityReport report;
     m.sanity_check(report);
     ASSERT_TRUE(report.has("metadata.stale_field")) << report.summary();
@@ -171,8 +174,8 @@ TEST(MetadataBuffers, SanityCheckReportsStaleFieldsAndFreeListDamage) {
   }
   {
     MetadataBuffers m(kOptions);
-    MetadataBuffersTestPeer::hidden_state(m)[2 * 16 + 3] = std::byte{1};
-    MetadataBuffersTestPeer::top_k_count(m)[0] = 1;
+    MetadataBuffersTestPeer::row(m, 2).hidden_state[3] = std::byte{1};
+    MetadataBuffersTestPeer::row(m, 0).top_k_ids.push_back(1);
     SanityReport report;
     m.sanity_check(report);
     EXPECT_EQ(report.violations().size(), 2u) << report.summary();
