@@ -9,7 +9,7 @@
 # Usage: tests/mutants/run_mutants.sh [--budget SECONDS] [--traces DIR] [--only NNN]
 #   --budget   wall time per mutant for the hunt (default 60)
 #   --traces   also copy each shrunk trace to DIR/seed-NNN.trace.jsonl (e.g. traces/)
-#   --only     run one mutant (its number)
+#   --only     run one mutant (its id: 002, 003a, ...)
 set -euo pipefail
 
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
@@ -58,8 +58,8 @@ json_field() {  # json_field NAME < line: the value of "NAME": (string or number
 
 rows=()
 survivors=0
-for patch in "$root"/tests/mutants/[0-9][0-9][0-9]_*.patch; do
-  id=$(basename "$patch" | cut -c1-3)
+for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
+  id=$(basename "$patch" | cut -d_ -f1)  # the seed number, with a letter where a seed has two
   if [ -n "$only" ] && [ "$only" != "$id" ]; then continue; fi
   scenarios=$(sed -n 's/^# kvsim-mutant-scenarios: //p' "$patch")
   git -C "$src" checkout -q -- .
