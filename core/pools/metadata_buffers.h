@@ -100,8 +100,8 @@ class MetadataBuffers {
   void check_free_list(SanityReport& report) const;
 
   MetadataBuffersOptions options_;
-  std::vector<MetadataSlot> free_slots_;  // back = next to hand out
-  std::vector<uint8_t> allocated_;        // per slot: 1 allocated, 0 free
+  std::vector<MetadataSlot> free_slots_;               // back = next to hand out
+  std::vector<uint8_t> allocated_;                     // per slot: 1 allocated, 0 free
   std::vector<std::shared_ptr<MetadataRecord>> rows_;  // one per slot, never reseated
   MetadataRecord cleared_;  // what a free row holds: zeros, no room, hidden state of zeros
 };
