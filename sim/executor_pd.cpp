@@ -24,25 +24,9 @@ MetadataRecord Executor::expected_metadata(const SimRequest& r) const {
   return m;
 }
 
-namespace {
-
-// The first field in which `held` differs from `sent`, or nullptr.
-const char* first_difference(const MetadataRecord& held, const MetadataRecord& sent) {
-  if (held.first_output_token != sent.first_output_token) return "first_output_token";
-  if (held.cached_tokens != sent.cached_tokens) return "cached_tokens";
-  if (held.output_logprob != sent.output_logprob) return "output_logprob";
-  if (held.top_k_ids != sent.top_k_ids) return "top_k_ids";
-  if (held.hidden_state != sent.hidden_state) return "hidden_state";
-  if (held.sparse_top_k != sent.sparse_top_k) return "sparse_top_k";
-  if (held.bootstrap_room != sent.bootstrap_room) return "bootstrap_room";
-  return nullptr;
-}
-
-}  // namespace
-
 bool Executor::check_metadata(const SimRequest& r) {
   if (!r.metadata) return true;
-  const char* field = first_difference(*r.metadata, expected_metadata(r));
+  const char* field = first_differing_field(*r.metadata, expected_metadata(r));
   if (field == nullptr) return true;
   fail("metadata.isolation", "request " + std::to_string(r.rid) + "'s metadata field " + field +
                                  " is not what its prefill sent: the slot it was read from was "

@@ -14,6 +14,17 @@ size_t to_size(int32_t n) {
 
 }  // namespace
 
+const char* first_differing_field(const MetadataRecord& a, const MetadataRecord& b) {
+  if (a.first_output_token != b.first_output_token) return "first_output_token";
+  if (a.cached_tokens != b.cached_tokens) return "cached_tokens";
+  if (a.output_logprob != b.output_logprob) return "output_logprob";
+  if (a.top_k_ids != b.top_k_ids) return "top_k_ids";
+  if (a.hidden_state != b.hidden_state) return "hidden_state";
+  if (a.sparse_top_k != b.sparse_top_k) return "sparse_top_k";
+  if (a.bootstrap_room != b.bootstrap_room) return "bootstrap_room";
+  return nullptr;
+}
+
 MetadataBuffers::MetadataBuffers(const MetadataBuffersOptions& options) : options_(options) {
   KV_ASSERT(options.slot_count > 0, "metadata buffers need slots");
   KV_ASSERT(options.top_k_capacity >= 0, "metadata top-k capacity must not be negative");
@@ -109,15 +120,7 @@ void MetadataBuffers::clear(MetadataSlot slot) {
 }
 
 const char* MetadataBuffers::stale_field(MetadataSlot slot) const {
-  const MetadataRecord& row = *rows_[to_size(slot)];
-  if (row.first_output_token != cleared_.first_output_token) return "first_output_token";
-  if (row.cached_tokens != cleared_.cached_tokens) return "cached_tokens";
-  if (row.output_logprob != cleared_.output_logprob) return "output_logprob";
-  if (row.top_k_ids != cleared_.top_k_ids) return "top_k_ids";
-  if (row.hidden_state != cleared_.hidden_state) return "hidden_state";
-  if (row.sparse_top_k != cleared_.sparse_top_k) return "sparse_top_k";
-  if (row.bootstrap_room != cleared_.bootstrap_room) return "bootstrap_room";
-  return nullptr;
+  return first_differing_field(*rows_[to_size(slot)], cleared_);
 }
 
 void MetadataBuffers::check_free_list(SanityReport& report) const {

@@ -61,6 +61,9 @@ struct MetadataRecord {
   friend bool operator==(const MetadataRecord&, const MetadataRecord&) = default;
 };
 
+// The name of the first field in which `a` and `b` differ, or nullptr when they are equal.
+const char* first_differing_field(const MetadataRecord& a, const MetadataRecord& b);
+
 // What get_buf hands out: an immutable record the request holds until it runs.
 using MetadataSnapshot = std::shared_ptr<const MetadataRecord>;
 
