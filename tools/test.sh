@@ -2,9 +2,9 @@
 # Sets up dependencies, builds a preset (default: Release with assertions on) and runs every
 # test: units, simulator and CLI tests, properties, the conformance kit, trace replays and a
 # 100-seed sweep of every scenario.
-# With CI=true (as .ci/run sets it) it then also runs the campaigns CI owns: a short fuzz smoke
-# of every libFuzzer target (fuzz/run_smoke.sh, clang build) and the mutation runner
-# (tests/mutants/run_mutants.sh), and builds with -Werror.
+# With CI=true (as .ci/run sets it) it then also runs the campaigns CI owns: 200 more seeds of
+# every scenario, a short fuzz smoke of every libFuzzer target (fuzz/run_smoke.sh, clang build)
+# and the mutation runner (tests/mutants/run_mutants.sh), and builds with -Werror.
 # Usage: tools/test.sh [preset]   (default | debug | asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,14 @@ cmake --build --preset "$preset" -j"$(nproc)"
 ctest --preset "$preset" -j"$(nproc)"
 
 if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
+  # ctest swept seeds 1-100 of every scenario; CI adds the next ${KVSIM_CI_SEEDS:-200}, two
+  # scenarios at a time. A failing seed leaves its op trace in build/ci-sweep/.
+  seeds="${KVSIM_CI_SEEDS:-200}"
+  echo "== simulator sweep: seeds 101-$((100 + seeds)) of every scenario"
+  mkdir -p build/ci-sweep
+  ls scenarios/*.json | grep -v mooncake_synthetic |
+    xargs -P 2 -I{} build/default/tools/kvsim run {} --seed 101 --seeds "$seeds" \
+      --no-progress --trace-dir build/ci-sweep
   echo "== fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"
   fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-20}"
   echo "== mutation runner (tests/mutants/run_mutants.sh --budget ${KVSIM_MUTANT_BUDGET:-60})"
