@@ -1,6 +1,5 @@
 #include "core/pools/metadata_buffers.h"
 
-#include <algorithm>
 #include <string>
 
 #include "core/common/assert.h"
@@ -10,6 +9,18 @@ namespace {
 
 size_t to_size(int32_t n) {
   return static_cast<size_t>(n);
+}
+
+// Field by field into a row whose capacities were reserved at construction: no allocation, and
+// no field of the row's previous contents survives (shorter top-k lists included).
+void assign_row(MetadataRecord& row, const MetadataRecord& from) {
+  row.first_output_token = from.first_output_token;
+  row.cached_tokens = from.cached_tokens;
+  row.output_logprob = from.output_logprob;
+  row.top_k_ids.assign(from.top_k_ids.begin(), from.top_k_ids.end());
+  row.hidden_state.assign(from.hidden_state.begin(), from.hidden_state.end());
+  row.sparse_top_k.assign(from.sparse_top_k.begin(), from.sparse_top_k.end());
+  row.bootstrap_room = from.bootstrap_room;
 }
 
 }  // namespace
@@ -83,16 +94,7 @@ void MetadataBuffers::set_buf(MetadataSlot slot, const MetadataRecord& record) {
   KV_ASSERT(record.hidden_state.size() == options_.hidden_state_bytes,
             "metadata hidden state of " + std::to_string(record.hidden_state.size()) +
                 " bytes, slots hold " + std::to_string(options_.hidden_state_bytes));
-  // Field by field into the reserved row: no allocation, and no field of a previous set_buf
-  // survives (shorter top-k lists included).
-  MetadataRecord& row = *rows_[to_size(slot)];
-  row.first_output_token = record.first_output_token;
-  row.cached_tokens = record.cached_tokens;
-  row.output_logprob = record.output_logprob;
-  row.top_k_ids.assign(record.top_k_ids.begin(), record.top_k_ids.end());
-  row.hidden_state.assign(record.hidden_state.begin(), record.hidden_state.end());
-  row.sparse_top_k.assign(record.sparse_top_k.begin(), record.sparse_top_k.end());
-  row.bootstrap_room = record.bootstrap_room;
+  assign_row(*rows_[to_size(slot)], record);
 }
 
 MetadataSnapshot MetadataBuffers::get_buf(MetadataSlot slot) const {
@@ -109,14 +111,9 @@ void MetadataBuffers::free(MetadataSlot slot) {
 }
 
 void MetadataBuffers::clear(MetadataSlot slot) {
-  MetadataRecord& row = *rows_[to_size(slot)];
-  row.first_output_token = 0;
-  row.cached_tokens = CachedTokenCounts{};
-  row.output_logprob = 0.0;
-  row.top_k_ids.clear();
-  std::fill(row.hidden_state.begin(), row.hidden_state.end(), std::byte{0});
-  row.sparse_top_k.clear();
-  row.bootstrap_room.reset();  // SGLang #27374: a stale room must not reach the next owner
+  // Every field, bootstrap_room included (SGLang #27374: a stale room must not reach the next
+  // owner).
+  assign_row(*rows_[to_size(slot)], cleared_);
 }
 
 const char* MetadataBuffers::stale_field(MetadataSlot slot) const {
