@@ -38,11 +38,11 @@ FidelityReport compare_fidelity(const std::vector<Arrival>& arrivals, const RunR
       f.exact += row.diff() == 0 ? 1 : 0;
       f.kvsim_tokens += row.kvsim();
       f.reported_tokens += row.reported;
-      f.kvsim_device += row.kvsim_device;
-      f.kvsim_host += row.kvsim_host;
       f.stand_in += row.stand_in ? 1 : 0;
       if (row.reported_device >= 0 && row.reported_host >= 0) {
         ++f.with_tiers;
+        f.kvsim_device += row.kvsim_device;
+        f.kvsim_host += row.kvsim_host;
         f.reported_device += row.reported_device;
         f.reported_host += row.reported_host;
         f.reported_storage += std::max<int64_t>(row.reported_storage, 0);

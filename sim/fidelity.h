@@ -34,10 +34,11 @@ struct FidelityReport {
   int64_t compared = 0;           // rows kvsim admitted
   int64_t exact = 0;              // ... whose total hit equals the reported one
   int64_t kvsim_tokens = 0, reported_tokens = 0;  // over the compared rows
+  // Over the compared rows with a reported split by tier (with_tiers of them):
   int64_t kvsim_device = 0, kvsim_host = 0;
   int64_t reported_device = 0, reported_host = 0, reported_storage = 0;
-  int64_t with_tiers = 0;  // compared rows with a reported split
-  int64_t stand_in = 0;    // compared rows whose prompt is a stand-in tokenisation
+  int64_t with_tiers = 0;
+  int64_t stand_in = 0;  // compared rows whose prompt is a stand-in tokenisation
   bool empty() const { return rows.empty(); }
 };
 

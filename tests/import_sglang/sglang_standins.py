@@ -107,3 +107,63 @@ def dump_doc(requests, server_args=None, crash=True):
 def write_dump(path, doc, protocol=pickle.DEFAULT_PROTOCOL):
     with open(path, "wb") as f:
         pickle.dump(doc, f, protocol=protocol)
+
+
+# numpy arrays of ids, pickled the way numpy pickles them (ndarray.__reduce__ and, from protocol
+# 5, __reduce_ex__ with _frombuffer), by stand-ins installed under numpy's names only while a
+# dump is written.
+class _Dtype:
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __reduce__(self):
+        return (_Dtype, (self.spec, False, True), (3, "<", None, None, None, -1, -1, 0))
+
+
+class _NdarrayType:
+    pass
+
+
+def _reconstruct(subtype, shape, typecode):
+    raise AssertionError("stand-in: never called")
+
+
+def _frombuffer(buf, dtype, shape, order):
+    raise AssertionError("stand-in: never called")
+
+
+class NumpyIds:
+    """Pickles as numpy.ndarray of int64 `ids` would."""
+
+    def __init__(self, ids, use_frombuffer=False):
+        self.raw = b"".join(int(t).to_bytes(8, "little", signed=True) for t in ids)
+        self.n = len(ids)
+        self.use_frombuffer = use_frombuffer
+
+    def __reduce_ex__(self, protocol):
+        if self.use_frombuffer and protocol >= 5:
+            return (_frombuffer, (pickle.PickleBuffer(bytearray(self.raw)), _Dtype("<i8"),
+                                  (self.n,), "C"))
+        return (_reconstruct, (_NdarrayType, (0,), b"b"),
+                (1, (self.n,), _Dtype("i8"), False, self.raw))
+
+
+def write_numpy_dump(path, doc, protocol):
+    names = {"numpy": [("dtype", _Dtype), ("ndarray", _NdarrayType)],
+             "numpy.core.multiarray": [("_reconstruct", _reconstruct)],
+             "numpy.core.numeric": [("_frombuffer", _frombuffer)]}
+    saved = {m: sys.modules.get(m) for m in ("numpy", "numpy.core", *names)}
+    try:
+        for m in saved:
+            sys.modules[m] = types.ModuleType(m)
+        for m, items in names.items():
+            for name, obj in items:
+                obj.__module__, obj.__qualname__ = m, name
+                setattr(sys.modules[m], name, obj)
+        write_dump(path, doc, protocol)
+    finally:
+        for m, old in saved.items():
+            if old is None:
+                sys.modules.pop(m, None)
+            else:
+                sys.modules[m] = old

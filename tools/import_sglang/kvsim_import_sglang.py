@@ -189,6 +189,13 @@ def _np_scalar(dtype, raw=b""):
     return dtype.decode(raw)[0]
 
 
+def _latin1_bytes(text, encoding="latin1"):
+    # Protocols 0-2 write a bytes object as _codecs.encode(str, "latin1").
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("_codecs.encode is allowed for latin-1 bytes only")
+    return text.encode("latin-1")
+
+
 def _http_status(code):
     if not isinstance(code, int):
         raise pickle.UnpicklingError("http.HTTPStatus of a non-integer")
@@ -216,6 +223,7 @@ ALLOWED = {
     ("collections", "OrderedDict"): dict,
     ("collections", "deque"): lambda iterable=(), maxlen=None: list(iterable),
     ("http", "HTTPStatus"): _http_status,
+    ("_codecs", "encode"): _latin1_bytes,
     ("builtins", "object"): object,  # the base named by copyreg._reconstructor
 }
 # Protocols 0-2 written by Python 3 name builtins and copyreg by their Python 2 names.
