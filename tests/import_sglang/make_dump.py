@@ -5,8 +5,8 @@ end-to-end test and the import benchmark.
   make_dump.py OUT.pkl e2e         12 requests, one at a time, HiCache on, page 4: SGLang's
                                     reported cached_tokens are what a prefix cache must hit,
                                     except request 7's, reported as 0 (a flushed cache)
-  make_dump.py OUT.pkl bench N     N requests: 8 shared 1024-token system prompts, 256 fresh
-                                    tokens and 128 outputs each, cache report by tier
+  make_dump.py OUT.pkl bench N [S F]  N requests: 8 shared S-token system prompts (1024), F
+                                    fresh tokens (256) and 128 outputs each, cache report by tier
 """
 
 import os
@@ -35,15 +35,15 @@ def e2e(out):
     write_dump(out, dump_doc(reqs, sa))
 
 
-def bench(out, n):
+def bench(out, n, system_tokens=1024, fresh_tokens=256):
     rng = random.Random(7)
-    systems = [[rng.randrange(1, 150000) for _ in range(1024)] for _ in range(8)]
+    systems = [[rng.randrange(1, 150000) for _ in range(system_tokens)] for _ in range(8)]
     sa = ServerArgs(page_size=16, max_total_tokens=1 << 20, enable_hierarchical_cache=True,
                     chunked_prefill_size=8192, max_running_requests=128)
     reqs = []
     for i in range(n):
-        ids = systems[i % 8] + [rng.randrange(1, 150000) for _ in range(256)]
-        o = finished_out(len(ids), 128, 1024, {"device": 1024, "host": 0})
+        ids = systems[i % 8] + [rng.randrange(1, 150000) for _ in range(fresh_tokens)]
+        o = finished_out(len(ids), 128, system_tokens, {"device": system_tokens, "host": 0})
         reqs.append((GenerateReqInput(input_ids=ids, rid="r%d" % i,
                                       sampling_params={"max_new_tokens": 128}),
                      o, 1000.0 + i * 0.05, 1001.0 + i * 0.05))
@@ -54,4 +54,4 @@ if __name__ == "__main__":
     if sys.argv[2] == "e2e":
         e2e(sys.argv[1])
     else:
-        bench(sys.argv[1], int(sys.argv[3]))
+        bench(sys.argv[1], *map(int, sys.argv[3:6]))

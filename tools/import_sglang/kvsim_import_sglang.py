@@ -19,7 +19,7 @@ import argparse
 import array
 import copyreg  # noqa: F401  (named in the allow-list only; never called on file data)
 import datetime
-import io
+import gc
 import json
 import math
 import os
@@ -263,15 +263,14 @@ def load_dump(path, max_bytes):
         raise ImportFailure("%s: cannot open file (%s)" % (path, e.strerror or e))
     if size > max_bytes:
         raise ImportFailure("%s: %d bytes is larger than --max-file-mb allows" % (path, size))
+    if size == 0:
+        raise ImportFailure("%s: empty file (not a pickle)" % path)
+    gc.disable()  # the load builds millions of objects and frees none: no cycles to find
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return RestrictedUnpickler(f).load()
     except OSError as e:
         raise ImportFailure("%s: cannot read file (%s)" % (path, e.strerror or e))
-    if not data:
-        raise ImportFailure("%s: empty file (not a pickle)" % path)
-    try:
-        return RestrictedUnpickler(io.BytesIO(data)).load()
     except pickle.UnpicklingError as e:
         msg = str(e)
         if "truncated" in msg:
@@ -285,6 +284,8 @@ def load_dump(path, max_bytes):
         raise ImportFailure("%s: refused: out of memory while reading (absurd sizes?)" % path)
     except Exception as e:  # anything else the opcodes can raise on hostile bytes
         raise ImportFailure("%s: not a readable pickle (%s: %s)" % (path, type(e).__name__, e))
+    finally:
+        gc.enable()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,6 +313,8 @@ def as_token_ids(v, field, limit):
         raise Skip(field, "is a batch of %d prompts (batched requests are not imported)" % len(v))
     if len(v) > limit:
         raise Skip(field, "%d tokens is more than --max-prompt-tokens %d" % (len(v), limit))
+    if v and set(map(type, v)) == {int} and min(v) >= 0 and max(v) <= 0x7FFFFFFF:
+        return v  # the common case, checked at C speed
     for i, t in enumerate(v):
         if type(t) is not int:
             if isinstance(t, bool) or not isinstance(t, int):
