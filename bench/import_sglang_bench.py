@@ -41,17 +41,18 @@ def main():
                    "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
                    "w = time.monotonic() - t\n"
                    "if r.returncode: sys.exit('import failed: ' + r.stderr)\n"
-                   "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+                   "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+                   "print(w, u.ru_utime + u.ru_stime, u.ru_maxrss)\n")
         r = subprocess.run([sys.executable, "-c", measure] + cmd + [dump, "-o", out],
                            capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(r.stderr)
-        wall, peak_kb = r.stdout.split()
-        wall, peak_mb = float(wall), int(peak_kb) / 1024.0
-        print("import-sglang: %d requests of %d prompt tokens, dump %.1f MB -> trace %.1f MB: %.2f s wall, "
-              "peak RSS %.0f MB (targets: <= 5 s, <= 500 MB)" %
-              (a.requests, a.system_tokens + a.fresh_tokens, os.path.getsize(dump) / 1e6, os.path.getsize(out) / 1e6, wall,
-               peak_mb))
+        wall, cpu, peak_kb = r.stdout.split()
+        wall, cpu, peak_mb = float(wall), float(cpu), int(peak_kb) / 1024.0
+        print("import-sglang: %d requests of %d prompt tokens, dump %.1f MB -> trace %.1f MB: "
+              "%.2f s wall, %.2f s CPU, peak RSS %.0f MB (targets: <= 5 s, <= 500 MB)" %
+              (a.requests, a.system_tokens + a.fresh_tokens, os.path.getsize(dump) / 1e6,
+               os.path.getsize(out) / 1e6, wall, cpu, peak_mb))
 
 
 if __name__ == "__main__":

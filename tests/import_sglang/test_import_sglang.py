@@ -124,7 +124,7 @@ def test_text_only_requests_get_a_flagged_deterministic_stand_in(tmp_path, capsy
     a, b = arrivals[0]["prompt"], arrivals[1]["prompt"]
     assert len(a) == -(-len((shared + "What is 2+2?").encode()) // 4)
     assert a[:7] == b[:7] and a[7] != b[7]  # the shared text gives shared tokens
-    assert a == imp.standin_tokens(shared + "What is 2+2?")  # deterministic
+    assert a == imp.standin_tokens(shared + "What is 2+2?").tolist()  # deterministic
     assert all(arr["reported"]["stand_in"] for arr in arrivals)
     assert header["import"]["text_stand_in"] == 2
     assert "stand-in tokenisation" in capsys.readouterr().err
@@ -370,3 +370,55 @@ def test_missing_file_and_bad_flags(tmp_path):
     assert rc == 2 and "nope.pkl: cannot open file" in text
     rc, text = run_cli(str(tmp_path / "nope.pkl"), "--page-size", "0")
     assert rc == 2 and "--page-size: must be at least 1" in text
+
+
+# --- the int-batch compaction ahead of unpickling -----------------------------------------
+
+
+def _expand(v):
+    """Everything the importer reads, with packed batches expanded as plain() does."""
+    v = imp.plain(v)
+    if isinstance(v, list):
+        return [_expand(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_expand(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _expand(x) for k, x in v.items()}
+    if isinstance(v, imp.Record):
+        return (type(v).__name__, _expand(v.fields))
+    return v
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_compaction_reads_the_same_data_as_plain_unpickling(protocol):
+    tricky = "text with opcode-like bytes ](" + "Ka" * 40 + "e and " + "J\x00\x00\x00\x00" * 20
+    ids = list(range(60000, 70000)) + [5, 300, 2**31 - 1]  # BININT2, BININT1, BININT, 10^4 long
+    doc = dump_doc([
+        req(ids, "a", 1.0),
+        (GenerateReqInput(input_ids=[1, 2, 3] * 20 + ["x"] + [4] * 30, text=tricky, rid="b"),
+         {"output_ids": [-1] * 40 + [2**40] * 20, "meta_info": {"k": [1.5] * 30}}, 2.0, 3.0),
+        req(ids, "c", 3.0),  # the same token values in a second list
+    ], ServerArgs(page_size=4))
+    data = pickle.dumps(doc, protocol=protocol)
+    packed = imp.compact_int_runs(data, "kvsim_packed_test")
+    assert packed is not None and len(packed) < len(data) + 4096
+    u = imp.RestrictedUnpickler(__import__("io").BytesIO(packed))
+    u.packed_module = "kvsim_packed_test"
+    got = u.load()
+    want = imp.RestrictedUnpickler(__import__("io").BytesIO(data)).load()
+    assert _expand(got) == _expand(want)
+    assert type(got["requests"][0][0].fields["input_ids"][0]) is imp.PackedInts
+
+
+def test_compaction_gives_up_on_what_it_cannot_walk():
+    data = pickle.dumps({"requests": [1, 2]}, protocol=4)
+    assert imp.compact_int_runs(data[:-3], "m") is None  # truncated
+    assert imp.compact_int_runs(b"\x80\x02\xff.", "m") is None  # unknown opcode
+    assert imp.compact_int_runs(b"\x80\x02\x8b\xff\xff\xff\xff.", "m") is None  # LONG4 < 0
+
+
+def test_a_file_cannot_name_the_packed_global(tmp_path):
+    p = tmp_path / "forged.pkl"
+    p.write_bytes(b"\x80\x02ckvsim_packed_0000000000000000\nids\nC\x02K\x01\x85R.")
+    rc, text = run_cli(str(p), "-o", str(tmp_path / "w.jsonl"))
+    assert rc == 2 and "global 'kvsim_packed_0000000000000000.ids' is not allowed" in text

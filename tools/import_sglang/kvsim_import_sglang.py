@@ -20,10 +20,12 @@ import array
 import copyreg  # noqa: F401  (named in the allow-list only; never called on file data)
 import datetime
 import gc
+import io
 import json
 import math
 import os
 import pickle
+import re
 import sys
 
 EXIT_BAD_INPUT = 2
@@ -239,10 +241,14 @@ for _m in _NUMPY_MODULES:
 
 
 class RestrictedUnpickler(pickle.Unpickler):
+    packed_module = None  # set when the stream went through compact_int_runs
+
     def find_class(self, module, name):
         target = ALLOWED.get((module, name))
         if target is not None:
             return target
+        if module == self.packed_module and name == "ids":
+            return PackedInts
         if module.split(".")[0] == "torch":
             raise pickle.UnpicklingError(
                 "global '%s.%s' is not allowed: torch tensors are not read (this reader imports "
@@ -254,6 +260,85 @@ class RestrictedUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         raise pickle.UnpicklingError("persistent ids (torch.save format) are not supported")
+
+
+# Memory: every token id the unpickler reads becomes its own Python int (~40 bytes with its list
+# slot). Before unpickling, compact_int_runs walks the opcode stream and replaces each batch of
+# integer opcodes that fills a list (MARK, BININT*, APPENDS: how pickle writes lists of ints in
+# batches of 1000) by one PackedInts holding the batch's raw opcode bytes (~5 bytes per id);
+# plain() expands them per list when a list is read. The walk understands every opcode's length;
+# on anything it does not know, or a stream that ends early, it gives up and the original bytes
+# are unpickled as they are (which then reports the problem). The replacement names a global
+# only this run knows, so a file cannot forge one; its bytes are decoded by the same restricted
+# Unpickler, and hold integer opcodes only.
+
+
+class PackedInts:
+    __slots__ = ("raw",)
+
+    def __init__(self, raw):
+        if not isinstance(raw, bytes):
+            raise pickle.UnpicklingError("packed ids: not bytes")
+        self.raw = raw
+
+    def values(self):
+        return RestrictedUnpickler(io.BytesIO(b"\x80\x02](" + self.raw + b"e.")).load()
+
+
+_INT_OPS = rb"(?:K.|M..|J....)"
+_INT_BATCH = re.compile(rb"\((" + _INT_OPS + rb"{16,})e", re.S)
+# Opcodes of a fixed size, except FRAME and STOP, and a MARK that does not open an int batch.
+_FIXED_RUN = re.compile(
+    rb"(?:\((?!" + _INT_OPS + rb"{16,}e)|[)\]}012NQRabeldostu\x81\x85-\x89\x8f-\x94\x97\x98]"
+    rb"|[Kqh\x80\x82].|[M\x83]..|[Jrj\x84]....|G.{8})+", re.S)
+_LEN_PREFIXED = {0x8C: 1, ord("C"): 1, ord("U"): 1, 0x8A: 1, ord("X"): 4, ord("B"): 4,
+                 ord("T"): 4, 0x8B: 4, 0x8D: 8, 0x8E: 8, 0x96: 8}
+_LINES = {ord(c): 1 for c in "ILFSVPpg"}
+_LINES.update({ord("c"): 2, ord("i"): 2})
+
+
+def compact_int_runs(data, module):
+    """The stream with its int batches packed, or None when it cannot be walked."""
+    out, seg, pos, n = [], 0, 0, len(data)
+    global_op = b"c" + module.encode() + b"\nids\n"
+    while pos < n:
+        m = _FIXED_RUN.match(data, pos)
+        if m:
+            pos = m.end()
+            if pos >= n:
+                return None
+        op = data[pos]
+        if op == 0x2E:  # STOP
+            out.append(data[seg:pos + 1])
+            return b"".join(out) if pos + 1 == n else None
+        m = _INT_BATCH.match(data, pos)
+        if m:
+            raw = m.group(1)
+            out.append(data[seg:pos])
+            out.append(b"(" + global_op + b"B" + len(raw).to_bytes(4, "little") + raw + b"\x85Re")
+            pos = seg = m.end()
+            continue
+        if op == 0x95:  # FRAME: dropped, the rewritten stream is unframed
+            out.append(data[seg:pos])
+            pos = seg = pos + 9
+            continue
+        width = _LEN_PREFIXED.get(op)
+        if width is not None:
+            length = int.from_bytes(data[pos + 1:pos + 1 + width], "little", signed=op == 0x8B)
+            if length < 0:
+                return None
+            pos += 1 + width + length
+            continue
+        lines = _LINES.get(op)
+        if lines is None:
+            return None  # an opcode this walk does not know: unpickle the original
+        pos += 1
+        for _ in range(lines):
+            pos = data.find(b"\n", pos)
+            if pos < 0:
+                return None
+            pos += 1
+    return None
 
 
 def load_dump(path, max_bytes):
@@ -268,7 +353,14 @@ def load_dump(path, max_bytes):
     gc.disable()  # the load builds millions of objects and frees none: no cycles to find
     try:
         with open(path, "rb") as f:
-            return RestrictedUnpickler(f).load()
+            data = f.read()
+        module = "kvsim_packed_%s" % os.urandom(8).hex()
+        packed = compact_int_runs(data, module)
+        unpickler = RestrictedUnpickler(io.BytesIO(packed if packed is not None else data))
+        if packed is not None:
+            unpickler.packed_module = module
+        del data, packed
+        return unpickler.load()
     except OSError as e:
         raise ImportFailure("%s: cannot read file (%s)" % (path, e.strerror or e))
     except pickle.UnpicklingError as e:
@@ -299,8 +391,18 @@ class Skip(Exception):
 
 
 def plain(v):
-    """numpy holders to lists; everything else as is."""
-    return v.value if isinstance(v, NpArray) else v
+    """numpy holders to lists, packed int batches expanded; everything else as is."""
+    if isinstance(v, NpArray):
+        return v.value
+    if type(v) is list and v and PackedInts in set(map(type, v)):
+        out = []
+        for x in v:
+            if type(x) is PackedInts:
+                out += x.values()
+            else:
+                out.append(x)
+        return out
+    return v
 
 
 def as_token_ids(v, field, limit):
@@ -313,17 +415,18 @@ def as_token_ids(v, field, limit):
         raise Skip(field, "is a batch of %d prompts (batched requests are not imported)" % len(v))
     if len(v) > limit:
         raise Skip(field, "%d tokens is more than --max-prompt-tokens %d" % (len(v), limit))
-    if v and set(map(type, v)) == {int} and min(v) >= 0 and max(v) <= 0x7FFFFFFF:
-        return v  # the common case, checked at C speed
+    try:  # the common case, checked at C speed; kept as 4 bytes per id until written
+        ids = array.array("i", v)
+        if not ids or min(ids) >= 0:
+            return ids
+    except (TypeError, OverflowError):
+        pass
     for i, t in enumerate(v):
-        if type(t) is not int:
-            if isinstance(t, bool) or not isinstance(t, int):
-                raise Skip(field, "element %d is %s, not a token id" % (i, type(t).__name__))
-            t = int(t)
-            v[i] = t
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise Skip(field, "element %d is %s, not a token id" % (i, type(t).__name__))
         if t < 0 or t > 0x7FFFFFFF:
             raise Skip(field, "element %d: token id %d is out of range 0..2^31-1" % (i, t))
-    return v
+    return array.array("i", v)
 
 
 STANDIN_BYTES = 4  # one stand-in token per 4 UTF-8 bytes (roughly a BPE token of English)
@@ -343,7 +446,7 @@ def standin_tokens(text):
         for b in data[i:i + STANDIN_BYTES]:
             h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
         out.append(h & 0x7FFFFFFF)
-    return out
+    return array.array("i", out)
 
 
 def as_int(v, field, lo=0, hi=1 << 40):
@@ -829,7 +932,7 @@ def run(argv):
             for n, r in enumerate(requests, 1):
                 line = {"rid": n, "tick": r.tick,
                         "ns": namespaces.get(r.ns_key, 0) if r.ns_key else 0,
-                        "prompt": r.prompt, "output_len": r.output_len}
+                        "prompt": r.prompt.tolist(), "output_len": r.output_len}
                 if r.abort_at is not None:
                     line["abort_at"] = r.abort_at
                 if r.reported:
