@@ -422,3 +422,19 @@ def test_a_file_cannot_name_the_packed_global(tmp_path):
     p.write_bytes(b"\x80\x02ckvsim_packed_0000000000000000\nids\nC\x02K\x01\x85R.")
     rc, text = run_cli(str(p), "-o", str(tmp_path / "w.jsonl"))
     assert rc == 2 and "global 'kvsim_packed_0000000000000000.ids' is not allowed" in text
+
+
+def test_total_token_limit_stops_a_memo_amplified_dump_early(tmp_path):
+    big = list(range(1000, 1000 + 20_000))
+    reqs = [req(big, "r%d" % i, float(i)) for i in range(200)]  # one list object, 200 times
+    rc, text = run_cli(str(_write(tmp_path, dump_doc(reqs, ServerArgs()))), "-o",
+                       str(tmp_path / "w.jsonl"), "--max-total-tokens", "1000000")
+    assert rc == 2
+    assert "request 50: the prompts so far hold 1020000 tokens, more than --max-total-tokens" \
+        in text
+
+
+def _write(tmp_path, doc):
+    path = tmp_path / "d.pkl"
+    write_dump(str(path), doc)
+    return path

@@ -478,7 +478,7 @@ class Request:
                  "abort_at", "ns_key", "reported", "state", "tick")
 
 
-def read_request(entry, index, source, opts):
+def read_request(entry, index, source, opts, seen_ids):
     if not isinstance(entry, (tuple, list)) or len(entry) != 4:
         shape = type(entry).__name__
         if isinstance(entry, (tuple, list)):
@@ -496,7 +496,12 @@ def read_request(entry, index, source, opts):
     ids = obj.get("input_ids")
     text = obj.get("text")
     if ids is not None:
-        r.prompt = as_token_ids(ids, "input_ids", opts.max_prompt_tokens)
+        # One array per distinct list object: a dump that references one list from many
+        # requests (pickle's memo) must not multiply it.
+        r.prompt = seen_ids.get(id(ids))
+        if r.prompt is None:
+            r.prompt = as_token_ids(ids, "input_ids", opts.max_prompt_tokens)
+            seen_ids[id(ids)] = r.prompt
         r.standin = False
     elif text is not None:
         text = scalar_or_first(text)
@@ -803,7 +808,7 @@ def parse_args(argv):
     lim = p.add_argument_group("limits (hostile or absurd input)")
     lim.add_argument("--max-requests", type=int, default=500_000)
     lim.add_argument("--max-prompt-tokens", type=int, default=1 << 24)
-    lim.add_argument("--max-total-tokens", type=int, default=1 << 31,
+    lim.add_argument("--max-total-tokens", type=int, default=1 << 28,
                      help="prompt tokens over all requests")
     lim.add_argument("--max-file-mb", type=int, default=4096)
     opts = p.parse_args(argv)
@@ -842,6 +847,7 @@ def run(argv):
     requests, skipped, dup = [], [], 0
     config, config_source, config_file = None, "none", None
     by_rid = {}  # SGLang rid -> position in requests
+    total_tokens = 0
     states = {"finished": 0, "unfinished": 0, "aborted": 0}
     for path in files:
         doc = load_dump(path, opts.max_file_mb << 20)
@@ -860,9 +866,10 @@ def run(argv):
         cfg, src = dump_config(doc, path)
         if cfg is not None:
             config, config_source, config_file = cfg, src, path
+        seen_ids = {}  # id() of this dump's input_ids lists (valid while the dump is alive)
         for i, entry in enumerate(entries):
             try:
-                r = read_request(entry, i, path, opts)
+                r = read_request(entry, i, path, opts, seen_ids)
             except Skip as s:
                 where = "%s: request %d%s" % (path, i, ": field " + s.field if s.field else "")
                 if opts.strict:
@@ -880,15 +887,16 @@ def run(argv):
             if r.rid is not None:
                 by_rid[r.rid] = len(requests)
             requests.append(r)
-        del doc, entries
+            total_tokens += len(r.prompt)
+            if total_tokens > opts.max_total_tokens:
+                raise ImportFailure("%s: request %d: the prompts so far hold %d tokens, more than "
+                                    "--max-total-tokens %d" % (path, i, total_tokens,
+                                                              opts.max_total_tokens))
+        del doc, entries, seen_ids
     if not requests:
         raise ImportFailure("%s: no importable requests (%d skipped)%s" %
                             (files[0] if len(files) == 1 else "the dumps", len(skipped),
                              "; first: " + skipped[0] if skipped else ""))
-    total = sum(len(r.prompt) for r in requests)
-    if total > opts.max_total_tokens:
-        raise ImportFailure("the dumps hold %d prompt tokens, more than --max-total-tokens %d" %
-                            (total, opts.max_total_tokens))
 
     requests.sort(key=lambda r: (r.created, r.source, r.index))
     t0 = requests[0].created
