@@ -202,6 +202,12 @@ def test_directory_takes_every_dump_in_time_order_and_merges_duplicates(tmp_path
     assert [a["reported"]["sglang_rid"] for a in arrivals] == ["a", "b", "c"]
     assert "abort_at" not in arrivals[1]  # the finished state of b wins
     assert header["import"]["duplicates"] == 1 and len(header["import"]["dumps"]) == 2
+    assert "configuration" not in header["import"]["notes"]
+    write_dump(str(d / "crash_dump_3.pkl"), dump_doc([req([4], "d", 40.0)], ServerArgs(page_size=8)))
+    assert imp.main([str(tmp_path / "crash"), "-o", str(out)]) == 0
+    header, _ = read_trace(out)
+    assert header["scenario"]["cache"]["page_size"] == 8
+    assert "crash_dump_3.pkl (the last read) are used" in header["import"]["notes"]["configuration"]
 
 
 def test_old_protocols_and_numpy_ids(tmp_path):

@@ -17,7 +17,6 @@ Exit codes follow kvsim's: 0 imported, 2 bad input or bad flags.
 
 import argparse
 import array
-import copyreg  # noqa: F401  (named in the allow-list only; never called on file data)
 import datetime
 import gc
 import io
@@ -846,6 +845,7 @@ def run(argv):
     files = dump_files(opts.dumps)
     requests, skipped, dup = [], [], 0
     config, config_source, config_file = None, "none", None
+    config_differs = False
     by_rid = {}  # SGLang rid -> position in requests
     total_tokens = 0
     states = {"finished": 0, "unfinished": 0, "aborted": 0}
@@ -865,6 +865,8 @@ def run(argv):
                                 % (path, len(entries) + len(requests), opts.max_requests))
         cfg, src = dump_config(doc, path)
         if cfg is not None:
+            if config is not None and json_safe(cfg) != json_safe(config):
+                config_differs = True
             config, config_source, config_file = cfg, src, path
         seen_ids = {}  # id() of this dump's input_ids lists (valid while the dump is alive)
         for i, entry in enumerate(entries):
@@ -908,6 +910,9 @@ def run(argv):
             namespaces[r.ns_key] = len(namespaces) + 1
 
     notes, assumed = {}, {}
+    if config_differs:
+        notes["configuration"] = ("the dumps record different server arguments; those of %s "
+                                  "(the last read) are used" % config_file)
     scenario, unmapped, ignored = build_scenario(config, config_source, requests, opts, notes,
                                                  assumed)
     standin = sum(1 for r in requests if r.standin)
@@ -980,7 +985,6 @@ def run(argv):
 
 
 def main(argv):
-    sys.setrecursionlimit(10000)
     try:
         return run(argv)
     except ImportFailure as e:
