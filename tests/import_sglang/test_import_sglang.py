@@ -444,3 +444,14 @@ def _write(tmp_path, doc):
     path = tmp_path / "d.pkl"
     write_dump(str(path), doc)
     return path
+
+
+def test_odd_strings_stay_valid_utf8(tmp_path):
+    reqs = [req([1, 2], "bad\ud800rid", 1.0, extra_key="tenant\udfff" + "x" * 500)]
+    rc, out = run_import(tmp_path, dump_doc(reqs, ServerArgs()))
+    assert rc == 0
+    text = out.read_text(encoding="utf-8")  # strict: no lone surrogates, even escaped
+    assert "\\ud800" not in text and "\\udfff" not in text
+    header, arrivals = read_trace(out)
+    assert arrivals[0]["reported"]["sglang_rid"] == "bad?rid"
+    assert len(header["import"]["namespaces"][0]["extra_key"]) == 200

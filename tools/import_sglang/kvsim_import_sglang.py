@@ -466,6 +466,11 @@ def as_time(v, field):
     return float(v)
 
 
+def clean_str(v, limit=200):
+    """A short, valid UTF-8 string for the trace (lone surrogates replaced)."""
+    return str(v)[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
 def scalar_or_first(v):
     if isinstance(v, (list, tuple)):
         return v[0] if len(v) == 1 else v
@@ -551,7 +556,8 @@ def read_request(entry, index, source, opts, seen_ids):
     lora = scalar_or_first(obj.get("lora_id")) or scalar_or_first(obj.get("lora_path"))
     if isinstance(lora, LoRARef):
         lora = lora.get("lora_name") or lora.get("lora_id")
-    key = (None if extra_key is None else str(extra_key), None if lora is None else str(lora))
+    key = (None if extra_key is None else clean_str(extra_key),
+           None if lora is None else clean_str(lora))
     r.ns_key = key if key != (None, None) else None
 
     rep = {}
@@ -565,7 +571,7 @@ def read_request(entry, index, source, opts, seen_ids):
     if "prompt_tokens" in meta and meta["prompt_tokens"] is not None:
         rep["prompt_tokens"] = as_int(meta["prompt_tokens"], "meta_info.prompt_tokens")
     if r.rid is not None:
-        rep["sglang_rid"] = r.rid[:200]
+        rep["sglang_rid"] = clean_str(r.rid)
     if r.standin:
         rep["stand_in"] = True
     r.reported = rep
