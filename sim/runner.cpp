@@ -98,7 +98,12 @@ std::string describe(const OpTrace& trace, const ReplayProblem& p) {
   std::string where = trace.source.empty() ? "trace" : trace.source;
   where += p.line > 0 ? ":" + std::to_string(p.line) : " op " + std::to_string(p.index + 1);
   std::string s = where + ": op " + std::string(to_string(p.op.kind)) + ": ";
-  if (p.rejected) return s + p.why;
+  if (p.rejected && !p.expected) return s + p.why;
+  if (p.rejected) {
+    return s + p.why + " (diverges from the recording: recorded " +
+           (p.expected->ok ? "ok" : "refused") + ", event hash " + hex64(p.expected->hash) +
+           "; replayed: rejected, event hash " + hex64(p.actual.hash) + ")";
+  }
   s += "diverges from the recording: recorded ";
   s += p.expected->ok ? "ok" : "refused";
   s += ", event hash " + hex64(p.expected->hash) + "; replayed ";

@@ -147,6 +147,11 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       if (!trace.workload.arrivals.empty() && a.tick < trace.workload.arrivals.back().tick) {
         r.fail("tick", "goes backwards");
       }
+      const int64_t max_ticks = trace.workload.scenario.scheduler.max_ticks;
+      if (static_cast<int64_t>(a.tick) > max_ticks) {
+        r.fail("tick", std::to_string(a.tick) + " is past scheduler.max_ticks (" +
+                           std::to_string(max_ticks) + ") of the trace's scenario");
+      }
       trace.workload.arrivals.push_back(std::move(a));
       continue;
     }
