@@ -44,33 +44,32 @@ std::vector<MemoryNeed> scenario_memory(const Scenario& s, bool generates_worklo
   const uint64_t layers = u(c.layer_count);
   const uint64_t item = c.item_bytes;
   std::vector<MemoryNeed> needs;
-  auto pool = [&](const char* field, int64_t slots, uint64_t layer_count, uint64_t bytes) {
+  // Each pool holds one page more than asked (slot 0 is the null slot), device and host.
+  auto pool = [&](const char* field, int64_t slots, int64_t page, uint64_t layer_count,
+                  uint64_t bytes) {
     if (slots <= 0) return;
-    const uint64_t data = mul(mul(u(slots), layer_count), bytes);
-    needs.push_back({field, add(data, mul(u(slots), kPerSlot))});
+    const uint64_t n = add(u(slots), u(page));
+    needs.push_back({field, add(mul(mul(n, layer_count), bytes), mul(n, kPerSlot))});
   };
-  pool("cache.device_tokens", c.device_tokens, layers, item);
-  if (c.hierarchical) pool("cache.host_tokens", c.host_tokens, layers, item);
+  const int64_t page = std::max(1, c.page_size);
+  pool("cache.device_tokens", c.device_tokens, page, layers, item);
+  pool("cache.host_tokens", c.host_tokens, page, layers, item);
   if (c.has_swa()) {  // a SWA pool size of 0 means the main pool's
     pool("cache.swa_device_tokens", c.swa_device_tokens > 0 ? c.swa_device_tokens : c.device_tokens,
+         page, layers, item);
+    pool("cache.swa_host_tokens", c.swa_host_tokens > 0 ? c.swa_host_tokens : c.host_tokens, page,
          layers, item);
-    if (c.hierarchical) {
-      pool("cache.swa_host_tokens", c.swa_host_tokens > 0 ? c.swa_host_tokens : c.host_tokens,
-           layers, item);
-    }
   }
   if (c.has_mamba()) {  // 0 host states means twice the device states
-    pool("cache.mamba_device_states", c.mamba_device_states, u(c.mamba_layer_count),
+    pool("cache.mamba_device_states", c.mamba_device_states, 1, u(c.mamba_layer_count),
          c.mamba_state_bytes);
-    if (c.hierarchical) {
-      pool("cache.mamba_host_states",
-           c.mamba_host_states > 0 ? c.mamba_host_states : 2 * c.mamba_device_states,
-           u(c.mamba_layer_count), c.mamba_state_bytes);
-    }
+    pool("cache.mamba_host_states",
+         c.mamba_host_states > 0 ? c.mamba_host_states : 2 * c.mamba_device_states, 1,
+         u(c.mamba_layer_count), c.mamba_state_bytes);
   }
   if (s.sparse_index_bytes_per_page > 0) {
-    pool("cache.sparse_index_bytes_per_page", c.device_tokens / std::max(1, c.page_size) + 1,
-         layers, u(s.sparse_index_bytes_per_page));
+    pool("cache.sparse_index_bytes_per_page", c.device_tokens / page + 1, 0, layers,
+         u(s.sparse_index_bytes_per_page));
   }
   const WorkloadOptions& w = s.workload;
   // Requests stay in the executor's table (a few hundred bytes each once done); a generated
@@ -79,7 +78,8 @@ std::vector<MemoryNeed> scenario_memory(const Scenario& s, bool generates_worklo
   if (generates_workload && w.kind != WorkloadKind::kMooncake) {
     per_request = add(per_request, mul(4, u(w.prompt_max) + u(w.system_prompt_tokens)));
   }
-  needs.push_back({"workload.requests", mul(u(w.requests), per_request)});
+  // Plus a fixed allowance for buffers that do not scale with a field (scratch, streams).
+  needs.push_back({"workload.requests", add(mul(u(w.requests), per_request), uint64_t{1} << 20)});
   std::stable_sort(needs.begin(), needs.end(),
                    [](const MemoryNeed& a, const MemoryNeed& b) { return a.bytes > b.bytes; });
   return needs;
@@ -123,6 +123,24 @@ void check_token_memory(uint64_t tokens, uint64_t bytes_per_token, uint64_t limi
   throw InputError(where + ": field " + field + ": " + std::to_string(tokens) +
                    " tokens need " + format_bytes(bytes) + ", over the memory limit of " +
                    format_bytes(limit) + " (--memory-limit)");
+}
+
+void check_trace_memory(const OpTrace& trace, uint64_t limit, const std::string& where) {
+  check_memory(trace.scenario, false, limit, where + " (scenario)");
+  uint64_t tokens = 0;
+  for (const Op& op : trace.ops) {
+    if (op.kind == OpKind::kArrive) {
+      tokens = add(tokens, add(op.prompt.size(), u(op.output_len)));
+    }
+  }
+  const uint64_t pools = [&] {
+    uint64_t total = 0;
+    for (const MemoryNeed& n : scenario_memory(trace.scenario, false))
+      total = add(total, n.bytes);
+    return total;
+  }();
+  check_token_memory(tokens, 12, limit > pools ? limit - pools : 0, where,
+                     "output_len (the arrive ops' prompts and outputs)");
 }
 
 bool parse_bytes(const std::string& text, uint64_t* out) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/scenario.h"
+#include "sim/trace.h"
 
 namespace kvsim::sim {
 
@@ -33,6 +34,10 @@ void check_memory(const Scenario& s, bool generates_workload, uint64_t limit,
 // Tokens held in memory (trace prompts, an import): 4 bytes each plus the JSON on the way.
 void check_token_memory(uint64_t tokens, uint64_t bytes_per_token, uint64_t limit,
                         const std::string& where, const std::string& field);
+
+// An op trace's configuration plus its requests' tokens (prompt and outputs, with their
+// prefix hashes: 12 bytes a token), checked before the replay allocates anything.
+void check_trace_memory(const OpTrace& trace, uint64_t limit, const std::string& where);
 
 // "1.5 GiB (1610612736 bytes)".
 std::string format_bytes(uint64_t bytes);

@@ -298,7 +298,7 @@ int replay_command(const ReplayCommand& c) {
     }
     const sim::OpTrace& trace = t.ops;
     const sim::Scenario& s = trace.scenario;
-    sim::check_memory(s, false, limit, c.trace + ":1 (scenario)");
+    sim::check_trace_memory(trace, limit, c.trace + ":1");
     // Version 1 traces may hold ops that do not apply (shrinking kept them): they are
     // reported, not errors. From version 2 every op must apply and match its recording.
     const bool strict = trace.version >= 2;
@@ -431,7 +431,7 @@ int shrink_command(const ShrinkCommand& c) {
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
-    sim::check_memory(t.ops.scenario, false, limit, c.trace + ":1 (scenario)");
+    sim::check_trace_memory(t.ops, limit, c.trace + ":1");
     check_writable(c.out, "--out");
     const sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
     if (!r.reproduced) {
