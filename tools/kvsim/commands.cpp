@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "sim/fidelity.h"
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
 #include "sim/resources.h"
@@ -143,10 +144,12 @@ int run_command(const RunCommand& c) {
                            "; drop the scenario argument to run the trace's own");
         }
       }
+      // (For an imported SGLang dump: the deployment the dump recorded.)
       s = t.workload.scenario;
       if (c.seed == 0) first_seed = t.workload.seed;
       given = std::move(t.workload.arrivals);
     }
+    const bool fidelity = sim::has_reported(given);
     if (c.full_every > 0) s.check.full_every = c.full_every;
     if (c.no_faults) s.faults.enabled = false;
     if (c.no_content) s.check.content = false;
@@ -234,10 +237,14 @@ int run_command(const RunCommand& c) {
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
+        if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
         std::fprintf(report, "%s\n", j.dump().c_str());
       } else if (c.seeds == 1 || !r.ok()) {
         if (show_progress) std::fprintf(stderr, "\n");
         std::fprintf(report, "%s", sim::summary_text(s, seed, r).c_str());
+        if (fidelity && c.seeds == 1) {
+          std::fprintf(report, "%s", sim::fidelity_text(sim::compare_fidelity(given, r)).c_str());
+        }
         if (!trace_path.empty()) {
           std::fprintf(report, "  op trace: %s (replay: kvsim replay %s)\n", trace_path.c_str(),
                        trace_path.c_str());
@@ -287,10 +294,19 @@ int replay_command(const ReplayCommand& c) {
       sim::check_memory(s, false, limit, c.trace + ":1 (scenario)");
       const sim::RunResult r = sim::run_scenario(sim::RunRequest{
           .scenario = &s, .seed = t.workload.seed, .arrivals = &t.workload.arrivals});
+      const bool fidelity = sim::has_reported(t.workload.arrivals);
       if (c.json) {
-        std::printf("%s\n", sim::summary_json(s, t.workload.seed, r).dump().c_str());
+        nlohmann::json j = sim::summary_json(s, t.workload.seed, r);
+        if (fidelity) {
+          j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(t.workload.arrivals, r));
+        }
+        std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("%s", sim::summary_text(s, t.workload.seed, r).c_str());
+        if (fidelity) {
+          std::printf("%s",
+                      sim::fidelity_text(sim::compare_fidelity(t.workload.arrivals, r)).c_str());
+        }
       }
       if (!r.ok()) return kExitViolation;
       if (c.expect_clean) return kExitOk;

@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "tools/kvsim/cmd_import_sglang.h"
 #include "tools/kvsim/commands.h"
 
 namespace {
@@ -148,6 +149,15 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   imp_cmd->add_option("--memory-limit", imp.memory_limit, kMemoryHelp);
 
+  // Everything after the subcommand goes to the Python importer as is (its own --help).
+  CLI::App* sglang_cmd = app.add_subcommand(
+      "import-sglang",
+      "Convert SGLang crash dumps (--crash-dump-folder) and request dumps "
+      "(--dump-requests-folder) into a workload trace with SGLang's reported cached tokens "
+      "(safe unpickling; needs python3; see docs/sglang.md)");
+  sglang_cmd->prefix_command();
+  sglang_cmd->set_help_flag();
+
   // A first word that is neither a flag nor a subcommand is named (CLI11 would only say that
   // a subcommand is required).
   if (argc > 1 && argv[1][0] != '-') {
@@ -164,6 +174,7 @@ int main(int argc, char** argv) {
     }
   }
   CLI11_PARSE(app, argc, argv);
+  if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
   if (run_cmd->parsed()) return run_guarded(run_command, run);
   if (replay_cmd->parsed()) return run_guarded(replay_command, replay);
   if (gen_cmd->parsed()) return run_guarded(gen_command, gen);
