@@ -1,0 +1,9 @@
+"""kvsim's Python tests: the built module comes from PYTHONPATH (ctest sets it to
+<build>/python); SGLang is replaced by the stand-in in tests/sglang_stub."""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "sglang_stub"))
+sys.path.insert(0, _HERE)
