@@ -7,3 +7,12 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, "sglang_stub"))
 sys.path.insert(0, _HERE)
+
+import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    try:
+        import kvsim._core  # noqa: F401
+    except ImportError as e:  # the module was not built: ctest reads 77 as SKIP
+        pytest.exit(f"kvsim module not importable ({e}); build target kvsim_python", returncode=77)
