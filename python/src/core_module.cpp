@@ -19,6 +19,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -169,16 +170,28 @@ class Tokens {
       span_ = std::span<const Token>(buf_.data32(), buf_.size());
       return;
     }
-    copy_.resize(buf_.size());
+    // Two vectorisable passes: the range check, then the narrowing copy.
     const int64_t* src = buf_.data64();
-    for (size_t i = 0; i < buf_.size(); ++i) {
-      const int64_t t = src[i];
-      if (t < std::numeric_limits<Token>::min() || t > std::numeric_limits<Token>::max()) {
-        throw py::value_error(std::string(what) + "[" + std::to_string(i) + "] = " +
-                              std::to_string(t) + " does not fit in kvsim's 32-bit token id");
-      }
-      copy_[i] = static_cast<Token>(t);
+    const size_t n = buf_.size();
+    int64_t lo = 0;
+    int64_t hi = 0;
+    for (size_t i = 0; i < n; ++i) {
+      lo = std::min(lo, src[i]);
+      hi = std::max(hi, src[i]);
     }
+    if (lo < std::numeric_limits<Token>::min() || hi > std::numeric_limits<Token>::max()) {
+      for (size_t i = 0; i < n; ++i) {
+        if (src[i] < std::numeric_limits<Token>::min() ||
+            src[i] > std::numeric_limits<Token>::max()) {
+          throw py::value_error(std::string(what) + "[" + std::to_string(i) +
+                                "] = " + std::to_string(src[i]) +
+                                " does not fit in kvsim's 32-bit token id");
+        }
+      }
+    }
+    copy_.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      copy_[i] = static_cast<Token>(src[i]);
     span_ = copy_;
   }
   std::span<const Token> span() const { return span_; }
@@ -256,13 +269,21 @@ class PyTree {
                             " page-aligned tokens of the key");
     }
     std::vector<SlotIndex> slots(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t s = value.at(i);
-      if (s < 0) {
-        throw py::value_error("value[" + std::to_string(i) + "] = " + std::to_string(s) +
-                              " is not a slot index");
-      }
-      slots[i] = s;
+    int64_t lowest = 0;
+    if (value.data64() != nullptr) {
+      std::copy_n(value.data64(), n, slots.begin());
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        slots[i] = value.at(i);
+    }
+    for (size_t i = 0; i < n; ++i)
+      lowest = std::min(lowest, slots[i]);
+    if (lowest < 0) {
+      const auto bad = static_cast<size_t>(
+          std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
+          slots.begin());
+      throw py::value_error("value[" + std::to_string(bad) + "] = " + std::to_string(slots[bad]) +
+                            " is not a slot index");
     }
     InsertResult r;
     run(n, [&] {
