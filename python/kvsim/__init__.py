@@ -15,7 +15,37 @@ from kvsim._core import (  # noqa: F401
     RadixTree,
 )
 
+import atexit as _atexit
+import signal as _signal
+
+from kvsim._core import _close_recordings, _flush_recordings
+
 __version__ = "0.1.0"
+
+# Recordings (RadixTree(record=...) or KVSIM_RECORD=DIR) end with their footer at exit.
+_atexit.register(_close_recordings)
+
+
+def flush_recordings() -> None:
+    """Writes every open recording's buffered calls to its file."""
+    _flush_recordings()
+
+
+def install_signal_flush(signals=(_signal.SIGTERM,)) -> None:
+    """Opt-in: on these signals, end every open recording, then run the previous handler (or
+    the default action). Call it after the server has installed its own handlers."""
+    for sig in signals:
+        previous = _signal.getsignal(sig)
+
+        def handler(signum, frame, _previous=previous):
+            _close_recordings()
+            if callable(_previous):
+                _previous(signum, frame)
+            elif _previous != _signal.SIG_IGN:
+                _signal.signal(signum, _signal.SIG_DFL)
+                _signal.raise_signal(signum)
+
+        _signal.signal(sig, handler)
 __all__ = [
     "RadixTree",
     "Lock",
@@ -24,4 +54,6 @@ __all__ = [
     "PoisonedError",
     "TOKEN_MIN",
     "TOKEN_MAX",
+    "flush_recordings",
+    "install_signal_flush",
 ]

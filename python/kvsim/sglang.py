@@ -162,7 +162,7 @@ def _build_class():
     class KvsimRadixCache(bpc.BasePrefixCache):
         """SGLang RadixCache contract on kvsim's core (device tier)."""
 
-        def __init__(self, params, *, record_dir: Optional[str] = None):
+        def __init__(self, params, *, record: Optional[str] = None):
             self.disable = params.disable
             self.req_to_token_pool = params.req_to_token_pool
             self.token_to_kv_pool_allocator = params.token_to_kv_pool_allocator
@@ -190,7 +190,8 @@ def _build_class():
             self._ns_keys: Dict[int, Any] = {0: None}
             self._events_mod = None
             self.kv_event_queue: list = []
-            self._record_dir = record_dir
+            # A directory (one call trace per tree, i.e. per reset) or None: KVSIM_RECORD.
+            self._record = record
             self.reset()
 
         @classmethod
@@ -201,6 +202,7 @@ def _build_class():
             page_size: int = 1,
             enable_kv_cache_events: bool = False,
             eviction_policy: str = "lru",
+            record: Optional[str] = None,
         ):
             """A cache without memory pools, as SGLang's RadixCache.create_simulated."""
             params = _Params(
@@ -211,7 +213,7 @@ def _build_class():
                 enable_kv_cache_events=enable_kv_cache_events,
                 eviction_policy=eviction_policy,
             )
-            return cls(params)
+            return cls(params, record=record)
 
         # ----- helpers -----
         def _tensor(self, arr):
@@ -282,7 +284,10 @@ def _build_class():
 
         # ----- BasePrefixCache -----
         def reset(self):
-            self._tree = kvsim.RadixTree(self.page_size, self.eviction_policy)
+            old = getattr(self, "_tree", None)
+            if old is not None:
+                old.close_recording()
+            self._tree = kvsim.RadixTree(self.page_size, self.eviction_policy, record=self._record)
             self._handles: Dict[int, KvsimNode] = {}
             self._locks: Dict[int, list] = {}
             self.root_node = self._handle(self._tree.root_id)

@@ -18,6 +18,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -34,6 +36,8 @@
 #include "core/common/sanity.h"
 #include "core/tree/eviction_policy.h"
 #include "core/tree/radix_tree.h"
+#include "python/src/recorder.h"
+#include "sim/call_trace.h"
 
 namespace py = pybind11;
 
@@ -222,11 +226,18 @@ struct CallStats {
 struct PyLock {
   LockRecord record;
   NodeId node = 0;
+  int64_t call = -1;  // index of the lock call in the recording, -1 when not recorded
 };
+
+class PyTree;
+// Trees with an open recording, closed at interpreter exit (kvsim/__init__.py's atexit hook).
+std::mutex g_recording_mu;
+std::set<PyTree*> g_recording;
 
 class PyTree {
  public:
-  PyTree(int32_t page_size, const std::string& policy) {
+  PyTree(int32_t page_size, const std::string& policy, py::object record,
+         uint64_t record_max_calls) {
     if (page_size <= 0) {
       throw py::value_error("page_size must be positive, got " + std::to_string(page_size));
     }
@@ -237,7 +248,49 @@ class PyTree {
     }
     policy_ = policy;
     guarded([&] { tree_ = std::make_unique<RadixTree>(options); });
+    std::string target;
+    if (!record.is_none()) {
+      target = py::str(record);
+    } else if (const char* env = std::getenv("KVSIM_RECORD"); env != nullptr && *env != '\0') {
+      target = env;
+    }
+    if (!target.empty()) {
+      if (target.size() < 6 || target.compare(target.size() - 6, 6, ".jsonl") != 0) {
+        static int seq = 0;  // a directory: one file per tree
+        target +=
+            "/kvsim-calls-" + std::to_string(::getpid()) + "-" + std::to_string(seq++) + ".jsonl";
+      }
+      rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
+                                            record_max_calls);
+      std::lock_guard<std::mutex> g(g_recording_mu);
+      g_recording.insert(this);
+    }
   }
+  ~PyTree() { close_recording(); }
+
+  // Ends the recording with its footer (idempotent).
+  void close_recording() {
+    {
+      std::lock_guard<std::mutex> g(g_recording_mu);
+      g_recording.erase(this);
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    if (rec_ && rec_->active()) {
+      if (poisoned_) {
+        rec_->flush();
+      } else {
+        rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size());
+      }
+    }
+  }
+  void flush_recording() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (rec_) rec_->flush();
+  }
+  std::optional<std::string> recording_path() const {
+    return rec_ ? std::optional<std::string>(rec_->path()) : std::nullopt;
+  }
+  bool recording() const { return rec_ && rec_->active(); }
 
   int32_t page_size() const { return tree_->page_size(); }
   const std::string& policy() const { return policy_; }
@@ -248,10 +301,18 @@ class PyTree {
     Tokens tokens(tokens_obj, "tokens");
     MatchResult r;
     run(tokens.size(), [&] {
+      if (recording()) rec_->begin_match(ns, tokens.span());
+      on_fail_ = sim::CallKind::kMatch;
       r = tree_->match_prefix(ns, tokens.span());
       stats_.match_calls += 1;
       stats_.match_tokens += static_cast<int64_t>(aligned(tokens.size()));
       stats_.hit_tokens += r.device_hit_length();
+      if (recording()) {
+        const sim::CallOutcome out{r.device_hit_length(), r.last_device_node->id, 0};
+        rec_->finish_call(sim::CallKind::kMatch, &out);
+        rec_->produced(out.node);
+        end_if_bound();
+      }
     });
     // r is ours: its index vector moves into the numpy array (IndexVector exposes it const).
     std::vector<SlotIndex> slots =
@@ -287,10 +348,19 @@ class PyTree {
     }
     InsertResult r;
     run(n, [&] {
+      if (recording()) rec_->begin_insert(ns, tokens.span().first(n), slots);
+      on_fail_ = sim::CallKind::kInsert;
       r = tree_->insert(ns, tokens.span(), IndexVector(Tier::kDevice, std::move(slots)));
       stats_.insert_calls += 1;
       stats_.insert_tokens += static_cast<int64_t>(n);
       stats_.new_tokens += static_cast<int64_t>(n) - r.prefix_len;
+      if (recording()) {
+        const NodeId node = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
+        const sim::CallOutcome out{r.prefix_len, node, 0};
+        rec_->finish_call(sim::CallKind::kInsert, &out);
+        rec_->produced(node);
+        end_if_bound();
+      }
     });
     const NodeId last = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
     return py::make_tuple(r.prefix_len, last);
@@ -304,17 +374,41 @@ class PyTree {
         throw py::value_error("lock: node " + std::to_string(node_id) + " does not exist");
       if (node->evicted())
         throw py::value_error("lock: node " + std::to_string(node_id) + " is evicted");
+      if (recording()) {
+        const std::optional<int64_t> ref = rec_->producer_of(node_id);
+        if (ref) {
+          out.call = rec_->next_index();
+          rec_->begin_lock(false, *ref);
+        } else {
+          stop_recording();  // a node no recorded call returned: the trace could not name it
+        }
+      }
+      on_fail_ = sim::CallKind::kLock;
       out.record = tree_->lock(*node);
       out.node = node_id;
       stats_.lock_calls += 1;
+      if (out.call >= 0 && recording()) {
+        const sim::CallOutcome none;
+        rec_->finish_call(sim::CallKind::kLock, &none);
+        end_if_bound();
+      }
     });
     return out;
   }
 
   void unlock(const PyLock& lock) {
     run(0, [&] {
+      const bool rec = recording() && lock.call >= 0;
+      if (recording() && !rec) stop_recording();
+      if (rec) rec_->begin_lock(true, lock.call);
+      on_fail_ = sim::CallKind::kUnlock;
       tree_->unlock(lock.record);
       stats_.unlock_calls += 1;
+      if (rec && recording()) {
+        const sim::CallOutcome none;
+        rec_->finish_call(sim::CallKind::kUnlock, &none);
+        end_if_bound();
+      }
     });
   }
 
@@ -323,26 +417,27 @@ class PyTree {
   py::tuple evict(int64_t tokens, bool with_paths) {
     if (tokens < 0)
       throw py::value_error("evict: num_tokens must be >= 0, got " + std::to_string(tokens));
-    std::vector<SlotIndex> freed;
-    std::vector<std::pair<NodeId, int64_t>> nodes;
-    std::vector<std::vector<Token>> paths;
+    sim::EvictedLeaves ev;
     run(kReleaseGilTokens, [&] {
-      int64_t done = 0;
-      while (done < tokens) {
-        TreeNode* victim = tree_->next_device_victim();
-        if (victim == nullptr) break;
-        if (with_paths) paths.push_back(RadixTree::prefix_tokens(*victim));
-        nodes.emplace_back(victim->id, victim->token_count());
-        ReleasedSlots released = tree_->remove_device_leaf(*victim);
-        const auto& s = released.full_device().slots();
-        freed.insert(freed.end(), s.begin(), s.end());
-        done += static_cast<int64_t>(s.size());
-      }
+      if (recording()) rec_->begin_evict(tokens);
+      on_fail_ = sim::CallKind::kEvict;
+      ev = sim::evict_device_leaves(*tree_, tokens, with_paths);
+      const auto done = static_cast<int64_t>(ev.slots.size());
       stats_.evict_calls += 1;
       stats_.evict_requested += tokens;
       stats_.evicted_tokens += done;
-      stats_.evicted_nodes += static_cast<int64_t>(nodes.size());
+      stats_.evicted_nodes += static_cast<int64_t>(ev.nodes.size());
+      if (recording()) {
+        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots)};
+        rec_->finish_call(sim::CallKind::kEvict, &out);
+        for (const auto& [id, n] : ev.nodes)
+          rec_->forget(id);
+        end_if_bound();
+      }
     });
+    std::vector<SlotIndex>& freed = ev.slots;
+    auto& nodes = ev.nodes;
+    auto& paths = ev.paths;
     py::list node_list;
     for (const auto& [id, n] : nodes)
       node_list.append(py::make_tuple(id, n));
@@ -474,6 +569,11 @@ class PyTree {
     } catch (const AssertionFailure& e) {
       poisoned_ = true;
       poison_message_ = e.what();
+      if (recording() && on_fail_) {
+        rec_->finish_call(*on_fail_, nullptr);
+        rec_->violation(e.what(), tree_->node_count(), tree_->evictable_size(),
+                        tree_->protected_size());
+      }
       throw CoreAssertion(std::string("core assertion failed: ") + e.what());
     }
   }
@@ -499,7 +599,22 @@ class PyTree {
     return std::move(*out);
   }
 
+  void end_if_bound() {
+    if (rec_->at_bound()) {
+      rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size(),
+                   std::nullopt,
+                   /*truncated=*/true);
+    }
+  }
+  void stop_recording() {
+    rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size(),
+                 std::nullopt,
+                 /*truncated=*/true);
+  }
+
   std::unique_ptr<RadixTree> tree_;
+  std::unique_ptr<CallRecorder> rec_;
+  std::optional<sim::CallKind> on_fail_;  // the call a failing assertion belongs to
   std::string policy_;
   std::mutex mu_;
   bool poisoned_ = false;
@@ -528,6 +643,26 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(poisoned.ptr(), e.what());
     }
   });
+  m.def(
+      "_close_recordings",
+      [] {
+        std::vector<PyTree*> trees;
+        {
+          std::lock_guard<std::mutex> g(g_recording_mu);
+          trees.assign(g_recording.begin(), g_recording.end());
+        }
+        for (PyTree* t : trees)
+          t->close_recording();
+      },
+      "Ends every open recording (called at interpreter exit)");
+  m.def(
+      "_flush_recordings",
+      [] {
+        std::lock_guard<std::mutex> g(g_recording_mu);
+        for (PyTree* t : g_recording)
+          t->flush_recording();
+      },
+      "Writes every recording's buffered calls to its file");
   m.attr("TOKEN_MIN") = std::numeric_limits<kvsim::Token>::min();
   m.attr("TOKEN_MAX") = std::numeric_limits<kvsim::Token>::max();
 
@@ -538,8 +673,14 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyTree>(m, "RadixTree",
                      "kvsim's page-aligned radix tree; slots are the caller's (device tier).")
-      .def(py::init<int32_t, const std::string&>(), py::arg("page_size") = 1,
-           py::arg("eviction_policy") = "lru")
+      .def(py::init<int32_t, const std::string&, py::object, uint64_t>(), py::arg("page_size") = 1,
+           py::arg("eviction_policy") = "lru", py::arg("record") = py::none(),
+           py::arg("record_max_calls") = 0,
+           "record: a directory (one file per tree) or a .jsonl path; None reads KVSIM_RECORD")
+      .def_property_readonly("recording_path", &PyTree::recording_path)
+      .def_property_readonly("recording", &PyTree::recording)
+      .def("close_recording", &PyTree::close_recording)
+      .def("flush_recording", &PyTree::flush_recording)
       .def_property_readonly("page_size", &PyTree::page_size)
       .def_property_readonly("eviction_policy", &PyTree::policy)
       .def_property_readonly("poisoned", &PyTree::poisoned)

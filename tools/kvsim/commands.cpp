@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "sim/call_trace_replay.h"
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
 #include "sim/runner.h"
@@ -136,6 +137,9 @@ int run_command(const RunCommand& c) {
 
 int replay_command(const ReplayCommand& c) {
   try {
+    // Calls recorded by the Python module (sim/call_trace.h).
+    if (sim::is_call_trace(c.trace))
+      return sim::call_replay_command(c.trace, c.json, c.expect_clean);
     sim::AnyTrace t = sim::read_trace(c.trace);
     sim::RunResult r;
     const sim::Scenario* s = nullptr;
@@ -224,6 +228,9 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
 
 int shrink_command(const ShrinkCommand& c) {
   try {
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_shrink_command(c.trace, c.out, c.max_replays, c.json);
+    }
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
     const sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
