@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -26,24 +27,67 @@ uint64_t parse_hex(JsonReader& r, const std::string& key) {
   return std::stoull(s, nullptr, 16);
 }
 
-std::vector<Token> tokens_of(JsonReader& r) {
+// [byte offset, count] into the binary sidecar, checked against its size.
+std::pair<size_t, size_t> blob_range(JsonReader& r, const std::string& key, size_t item,
+                                     const std::string& blob) {
+  const std::vector<int64_t> ref = r.integer_array(key, 0, INT64_MAX);
+  if (ref.size() != 2) r.fail(key, "expected [byte offset, count]");
+  const auto off = static_cast<size_t>(ref[0]);
+  const auto n = static_cast<size_t>(ref[1]);
+  if (off > blob.size() || n > (blob.size() - off) / item) {
+    r.fail(key, "range beyond the end of the sidecar (" + std::to_string(blob.size()) + " bytes)");
+  }
+  return {off, n};
+}
+
+std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size_t index,
+                             const std::string& blob) {
   std::vector<Token> out;
-  for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX))
-    out.push_back(static_cast<Token>(t));
+  if (r.has("tok")) {
+    const auto [off, n] = blob_range(r, "tok", sizeof(Token), blob);
+    out.resize(n);
+    std::memcpy(out.data(), blob.data() + off, n * sizeof(Token));
+  } else if (r.has("tok_of")) {
+    const std::vector<int64_t> ref = r.integer_array("tok_of", 0, INT64_MAX);
+    if (ref.size() != 2 || ref[0] >= static_cast<int64_t>(index)) {
+      r.fail("tok_of", "expected [earlier call, count]");
+    }
+    const std::vector<Token>& src = calls[static_cast<size_t>(ref[0])].tokens;
+    if (static_cast<size_t>(ref[1]) > src.size())
+      r.fail("tok_of", "longer than that call's tokens");
+    out.assign(src.begin(), src.begin() + ref[1]);
+  } else {
+    for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX)) {
+      out.push_back(static_cast<Token>(t));
+    }
+  }
   return out;
 }
 
-Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out) {
+std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob) {
+  if (!r.has("val_runs")) return r.integer_array("value", 0, INT64_MAX);
+  const auto [off, runs] = blob_range(r, "val_runs", 2 * sizeof(int64_t), blob);
+  std::vector<SlotIndex> out;
+  for (size_t i = 0; i < runs; ++i) {
+    int64_t run[2];
+    std::memcpy(run, blob.data() + off + i * sizeof run, sizeof run);
+    if (run[0] < 0 || run[1] < 0) r.fail("val_runs", "negative slot or run length");
+    for (int64_t k = 0; k < run[1]; ++k)
+      out.push_back(run[0] + k);
+  }
+  return out;
+}
+
+Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
+                const std::vector<Call>& calls, const std::string& blob) {
   Call c;
   const std::string op = r.choice("op", "", {"match", "insert", "lock", "unlock", "evict"});
   *has_out = r.has("out");
   if (op == "match" || op == "insert") {
     c.kind = op == "match" ? CallKind::kMatch : CallKind::kInsert;
     c.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
-    c.tokens = tokens_of(r);
-    if (c.kind == CallKind::kInsert) {
-      c.value = r.integer_array("value", 0, INT64_MAX);
-    }
+    c.tokens = tokens_of(r, calls, index, blob);
+    if (c.kind == CallKind::kInsert) c.value = value_of(r, blob);
     if (*has_out) {
       JsonReader o = r.object("out");
       out->amount = o.required_integer(c.kind == CallKind::kMatch ? "hit" : "prefix", 0, INT64_MAX);
@@ -72,6 +116,7 @@ Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out) {
 
 CallTrace read_call_trace_text(const std::string& text, const std::string& source) {
   CallTrace t;
+  std::string blob;
   std::istringstream in(text);
   std::string line;
   size_t lineno = 0;
@@ -92,6 +137,13 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
       const std::string policy = r.choice("eviction_policy", "lru", {"lru", "lfu"});
       parse_eviction_policy(policy, &t.policy);
       t.source = r.string("source", "");
+      if (r.has("blob")) {
+        // The binary sidecar, next to the trace.
+        const std::string name = r.required_string("blob");
+        const size_t slash = source.find_last_of('/');
+        const std::string dir = slash == std::string::npos ? "" : source.substr(0, slash + 1);
+        blob = read_text_file(dir + name);
+      }
       r.finish();
       header = true;
       continue;
@@ -119,7 +171,7 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
     }
     CallOutcome out;
     bool has_out = false;
-    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out));
+    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out, t.calls, blob));
     t.recorded.push_back(has_out ? std::optional<CallOutcome>(out) : std::nullopt);
   }
   if (!header) throw InputError(source + ": empty call trace (no header line)");

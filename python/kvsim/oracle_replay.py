@@ -223,6 +223,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--per-request-out")
     ap.add_argument("--compare", help="oracle CSV: report requests that differ (exit 1 if any hit does)")
+    ap.add_argument("--record", help="record the calls into this directory (a kvsim call trace)")
     a = ap.parse_args(argv)
     if a.page_size <= 0:
         ap.error("--page-size must be positive")
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
     reqs = read_mooncake(a.trace, a.limit or None)
     cap = None if a.capacity <= 0 else int(a.capacity)
     alloc = SlotAllocator(cap)
-    cache = KvsimRadixCache.create_simulated(mock_allocator=alloc, page_size=a.page_size)
+    cache = KvsimRadixCache.create_simulated(mock_allocator=alloc, page_size=a.page_size, record=a.record)
     rows: list = []
     res = replay(cache, bpc, RadixKey, reqs, a.page_size, alloc, OracleTokens(reqs, a.tail, a.with_output), rows=rows)
     if a.per_request_out:
@@ -242,6 +243,9 @@ def main(argv=None) -> int:
             w = csv.writer(f, lineterminator="\n")
             w.writerow(COLUMNS)
             w.writerows(rows)
+    if a.record:
+        res["recording"] = cache.core.recording_path
+        cache.core.close_recording()
     res["token_hit_rate"] = res["hit_tokens"] / max(res["input_tokens"], 1)
     res["ops_per_s"] = res["ops"] / res["timed_s"] if res["timed_s"] else 0.0
     rc = 0

@@ -1,22 +1,32 @@
 // CallRecorder: writes a tree's calls as a kvsim call trace (sim/call_trace.h), for
 // `kvsim replay` / `kvsim shrink`. Lines are formatted by hand (std::to_chars), not through a
-// JSON library, to keep recording cheap; the format is the one sim/call_trace_replay.cpp reads.
+// JSON library; token and slot arrays go to a binary sidecar (<trace>.bin) that the lines name
+// by offset, and an insert whose key is a prefix of the last match's key names that call. The
+// format is the one sim/call_trace_replay.cpp reads.
 //
-// Flushing: lines go to an in-memory buffer written to the file when it exceeds 1 MiB, when a
-// call fails a core assertion, when the recording closes (tree destroyed, close_recording(),
-// interpreter exit through the module's atexit hook) and from kvsim.flush_recordings().
+// Flushing: lines and sidecar bytes go to in-memory buffers handed to a writer thread every
+// 8 MiB (the calling thread does not wait for the disk unless the previous hand-off is still
+// being written); they are written synchronously when a call fails a core assertion, when the
+// recording closes (tree destroyed, close_recording(), interpreter exit through the module's
+// atexit hook) and from kvsim.flush_recordings().
 // Bound: after `max_calls` calls the recording ends with a footer marked "truncated" (it keeps
 // the first calls: a window of the last calls would need a tree snapshot to replay from).
 #pragma once
 
 #include <charconv>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "sim/call_trace.h"
 
@@ -28,12 +38,30 @@ class CallRecorder {
       : path_(std::move(path)), max_calls_(max_calls) {
     file_ = std::fopen(path_.c_str(), "w");
     if (file_ == nullptr) throw std::runtime_error("cannot open recording file " + path_);
-    buf_ = sim::call_trace_header(page_size, policy, "kvsim python module").dump();
+    blob_path_ = path_ + ".bin";
+    blob_file_ = std::fopen(blob_path_.c_str(), "wb");
+    if (blob_file_ == nullptr) {
+      std::fclose(file_);
+      file_ = nullptr;
+      throw std::runtime_error("cannot open recording file " + blob_path_);
+    }
+    nlohmann::json header = sim::call_trace_header(page_size, policy, "kvsim python module");
+    const size_t slash = blob_path_.find_last_of('/');
+    header["blob"] = slash == std::string::npos ? blob_path_ : blob_path_.substr(slash + 1);
+    buf_ = header.dump();
     buf_ += '\n';
     flush();
   }
   ~CallRecorder() {
+    flush();
+    {
+      std::lock_guard<std::mutex> g(wmu_);
+      stop_ = true;
+    }
+    wcv_.notify_all();
+    if (writer_.joinable()) writer_.join();
     if (file_ != nullptr) std::fclose(file_);
+    if (blob_file_ != nullptr) std::fclose(blob_file_);
   }
   CallRecorder(const CallRecorder&) = delete;
   CallRecorder& operator=(const CallRecorder&) = delete;
@@ -52,19 +80,45 @@ class CallRecorder {
 
   // A call is written in two halves: its inputs before the core runs it, its outcome after
   // (finish_call with null when the core failed an assertion instead).
+  // Token and slot arrays go to the binary sidecar (<trace>.bin, little-endian) and the line
+  // names them by [byte offset, count]: formatting millions of numbers as text would cost more
+  // than the calls. An insert whose key is a prefix of the last match's key names that call.
   void begin_match(Namespace ns, std::span<const Token> tokens) {
     buf_ += "{\"op\":\"match\",\"ns\":";
     num(ns);
-    buf_ += ",\"tokens\":";
-    array(tokens);
+    buf_ += ",\"tok\":";
+    last_match_ = next_index();
+    last_match_ns_ = ns;
+    last_match_off_ = blob_pos();
+    last_match_len_ = tokens.size();
+    blob_ref(tokens.data(), tokens.size());
   }
   void begin_insert(Namespace ns, std::span<const Token> tokens, std::span<const SlotIndex> value) {
     buf_ += "{\"op\":\"insert\",\"ns\":";
     num(ns);
-    buf_ += ",\"tokens\":";
-    array(tokens);
-    buf_ += ",\"value\":";
-    array(value);
+    if (last_match_ >= 0 && ns == last_match_ns_ && tokens.size() <= last_match_len_ &&
+        same_as_blob(last_match_off_, tokens)) {
+      buf_ += ",\"tok_of\":[";
+      num(last_match_);
+      buf_ += ',';
+      num(tokens.size());
+      buf_ += ']';
+    } else {
+      buf_ += ",\"tok\":";
+      blob_ref(tokens.data(), tokens.size());
+    }
+    // Slots as runs (start, length): allocators hand out pages of consecutive slots.
+    runs_.clear();
+    for (size_t i = 0; i < value.size();) {
+      size_t j = i + 1;
+      while (j < value.size() && value[j] == value[j - 1] + 1)
+        ++j;
+      runs_.push_back(value[i]);
+      runs_.push_back(static_cast<int64_t>(j - i));
+      i = j;
+    }
+    buf_ += ",\"val_runs\":";
+    blob_ref(runs_.data(), runs_.size() / 2, 2);
   }
   void begin_lock(bool unlock, int64_t ref) {
     buf_ += unlock ? "{\"op\":\"unlock\",\"of\":" : "{\"op\":\"lock\",\"of\":";
@@ -103,7 +157,7 @@ class CallRecorder {
     }
     buf_ += "}\n";
     ++calls_;
-    if (buf_.size() > (1u << 20)) flush();
+    if (buf_.size() + blob_.size() > (8u << 20)) hand_off();
   }
   void forget(NodeId node) { producer_.erase(node); }
 
@@ -131,14 +185,83 @@ class CallRecorder {
   }
   bool at_bound() const { return max_calls_ != 0 && calls_ >= max_calls_; }
 
+  // Synchronous: everything recorded so far is in the files when it returns (a raising call,
+  // close, exit, kvsim.flush_recordings()).
   void flush() {
-    if (file_ == nullptr || buf_.empty()) return;
-    std::fwrite(buf_.data(), 1, buf_.size(), file_);
-    std::fflush(file_);
-    buf_.clear();
+    if (file_ == nullptr) return;
+    std::unique_lock<std::mutex> g(wmu_);
+    wcv_.wait(g, [&] { return !writing_; });
+    blob_written_ += blob_.size();
+    write_out(blob_, buf_);
   }
 
  private:
+  // The sidecar first: a line never names bytes that are not in the file yet.
+  void write_out(std::string& blob, std::string& lines) {
+    if (!blob.empty()) {
+      std::fwrite(blob.data(), 1, blob.size(), blob_file_);
+      std::fflush(blob_file_);
+      blob.clear();
+    }
+    if (!lines.empty()) {
+      std::fwrite(lines.data(), 1, lines.size(), file_);
+      std::fflush(file_);
+      lines.clear();
+    }
+  }
+  // Asynchronous: hands the buffers to the writer thread so the calling thread does not wait
+  // for the disk (it waits only if the previous hand-off is still being written).
+  void hand_off() {
+    std::unique_lock<std::mutex> g(wmu_);
+    wcv_.wait(g, [&] { return !writing_; });
+    if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+    blob_written_ += blob_.size();
+    pending_blob_.swap(blob_);
+    pending_lines_.swap(buf_);
+    writing_ = true;
+    g.unlock();
+    wcv_.notify_all();
+  }
+  void writer_loop() {
+    std::unique_lock<std::mutex> g(wmu_);
+    for (;;) {
+      wcv_.wait(g, [&] { return writing_ || stop_; });
+      if (writing_) {
+        std::string blob;
+        std::string lines;
+        blob.swap(pending_blob_);
+        lines.swap(pending_lines_);
+        g.unlock();
+        write_out(blob, lines);
+        g.lock();
+        pending_blob_.swap(blob);  // keep the capacity for the next hand-off
+        pending_lines_.swap(lines);
+        writing_ = false;
+        wcv_.notify_all();
+      } else if (stop_) {
+        return;
+      }
+    }
+  }
+  size_t blob_pos() const { return blob_written_ + blob_.size(); }
+  // Appends `count` items (runs: pairs) to the sidecar and writes [offset,count] in the line.
+  template <typename T>
+  void blob_ref(const T* data, size_t count, size_t items_per_count = 1) {
+    const size_t items = count * items_per_count;
+    buf_ += '[';
+    num(blob_pos());
+    buf_ += ',';
+    num(count);
+    buf_ += ']';
+    const auto* bytes = reinterpret_cast<const char*>(data);
+    blob_.append(bytes, bytes + items * sizeof(T));
+  }
+  bool same_as_blob(size_t offset, std::span<const Token> tokens) const {
+    const size_t bytes = tokens.size() * sizeof(Token);
+    if (offset < blob_written_) return false;  // already flushed: do not read the file back
+    const size_t at = offset - blob_written_;
+    return at + bytes <= blob_.size() && std::memcmp(blob_.data() + at, tokens.data(), bytes) == 0;
+  }
   template <typename T>
   void num(T v) {
     char tmp[24];
@@ -159,7 +282,23 @@ class CallRecorder {
     buf_.resize(static_cast<size_t>(p - buf_.data()));
   }
   std::string path_;
+  std::string blob_path_;
   std::FILE* file_ = nullptr;
+  std::FILE* blob_file_ = nullptr;
+  std::string blob_;
+  size_t blob_written_ = 0;
+  std::vector<int64_t> runs_;
+  std::thread writer_;
+  std::mutex wmu_;
+  std::condition_variable wcv_;
+  std::string pending_blob_;
+  std::string pending_lines_;
+  bool writing_ = false;
+  bool stop_ = false;
+  int64_t last_match_ = -1;
+  Namespace last_match_ns_ = 0;
+  size_t last_match_off_ = 0;
+  size_t last_match_len_ = 0;
   std::string buf_;
   uint64_t calls_ = 0;
   uint64_t max_calls_ = 0;
