@@ -70,9 +70,9 @@ bool call_replay_matches(const CallTrace& trace, const CallReplay& r);
 
 namespace kvsim::sim {
 // `kvsim replay` / `kvsim shrink` on a call trace (tools/kvsim/commands.cpp dispatches here
-// when the header's kind is "calls"). Exit codes as the op-trace commands: replay 0 when the
-// replay matches the recording (1 with --expect-clean when it finds a violation, 3 when it
-// differs from the recording); shrink 0 when it wrote a shrunk trace, 1 when nothing fails.
+// when the header's kind is "calls"). Exit codes as docs/cli.md: replay 3 when it differs from
+// the recording, else 1 when it fails a core assertion (as recorded), else 0; shrink 0 when it
+// wrote a shrunk trace, 1 when nothing fails.
 // InputError propagates to the caller.
 int call_replay_command(const std::string& path, bool json, bool expect_clean);
 int call_shrink_command(const std::string& path, const std::string& out, size_t max_replays,

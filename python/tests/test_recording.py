@@ -114,7 +114,7 @@ def test_a_violation_is_recorded_flushed_replayed_and_shrunk(tmp_path):
     end, calls = footer(path)
     assert end["violation"]["call"] == calls - 1 and "vanished" in end["violation"]["detail"]
     out = cli("replay", path)
-    assert out.returncode == 0 and "replay matches the recording" in out.stdout
+    assert out.returncode == 1 and "replay matches the recording" in out.stdout
     assert "core.assert" in out.stdout
     small = str(tmp_path / "crash.min.jsonl")
     out = cli("shrink", path, "--out", small)
@@ -122,7 +122,7 @@ def test_a_violation_is_recorded_flushed_replayed_and_shrunk(tmp_path):
     end_small, calls_small = footer(small)
     assert calls_small < 10 < calls
     assert "vanished" in end_small["violation"]["detail"]
-    assert cli("replay", small).returncode == 0
+    assert cli("replay", small).returncode == 1
 
 
 @needs_cli
