@@ -260,6 +260,14 @@ class PyTree {
         target +=
             "/kvsim-calls-" + std::to_string(::getpid()) + "-" + std::to_string(seq++) + ".jsonl";
       }
+      if (const char* env = std::getenv("KVSIM_RECORD_MAX_CALLS");
+          record_max_calls == 0 && env != nullptr && *env != '\0') {
+        char* end = nullptr;
+        record_max_calls = std::strtoull(env, &end, 10);
+        if (end == env || *end != '\0') {
+          throw py::value_error(std::string("KVSIM_RECORD_MAX_CALLS: not a number: ") + env);
+        }
+      }
       rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
                                             record_max_calls);
       std::lock_guard<std::mutex> g(g_recording_mu);
