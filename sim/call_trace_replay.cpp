@@ -294,9 +294,10 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
 bool call_replay_matches(const CallTrace& t, const CallReplay& r) {
   if (r.first_divergence) return false;
   if (!t.end) return !r.violation;  // cut short: every recorded outcome agreed
-  const bool same_violation = t.end->violation.has_value() == r.violation.has_value() &&
-                              (!r.violation || (r.violation->first == t.end->violation->first &&
-                                                r.violation->second == t.end->violation->second));
+  const bool same_violation =
+      t.end->violation.has_value() == r.violation.has_value() &&
+      (!r.violation || (r.violation->first == t.end->violation->first &&
+                        failure_key(r.violation->second) == failure_key(t.end->violation->second)));
   return same_violation && t.end->event_hash == r.event_hash && t.end->nodes == r.nodes &&
          t.end->evictable == r.evictable && t.end->protected_size == r.protected_size;
 }
