@@ -11,6 +11,7 @@
 #include "sim/mooncake.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -65,9 +66,11 @@ int run_command(const RunCommand& c) {
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
+    probes::Snapshot probe_total;  // code probes reached over the sweep
     for (uint64_t i = 0; i < c.seeds; ++i) {
       if (c.time_budget_s > 0 && elapsed() > c.time_budget_s) break;
       ++tried;
+      probes::reset();
       const uint64_t seed = first_seed + i;
       std::vector<sim::Op> ops;
       sim::RunRequest req{.scenario = &s,
@@ -75,6 +78,8 @@ int run_command(const RunCommand& c) {
                           .arrivals = given.empty() ? nullptr : &given,
                           .record = &ops};
       const sim::RunResult r = sim::run_scenario(req);
+      const probes::Snapshot probe_run = probes::snapshot();
+      probes::accumulate(probe_total, probe_run);
       total_ops += r.stats.ops;
       if (!r.ok() && ++failures == 1) {
         first_failure = {{"seed", seed},
@@ -84,7 +89,13 @@ int run_command(const RunCommand& c) {
                          {"invariant", r.violation->invariant}};
       }
       if (c.json) {
-        std::printf("%s\n", sim::summary_json(s, seed, r).dump().c_str());
+        nlohmann::json j = sim::summary_json(s, seed, r);
+        nlohmann::json hit = nlohmann::json::object();
+        for (const probes::Count& p : probe_run) {
+          if (p.count > 0) hit[std::string(p.name)] = p.count;
+        }
+        j["probes_hit"] = std::move(hit);
+        std::printf("%s\n", j.dump().c_str());
       } else if (c.seeds == 1 || !r.ok()) {
         if (show_progress) std::fprintf(stderr, "\n");
         std::printf("%s", sim::summary_text(s, seed, r).c_str());
@@ -127,6 +138,12 @@ int run_command(const RunCommand& c) {
                   static_cast<unsigned long long>(first_seed),
                   static_cast<unsigned long long>(tried - failures),
                   static_cast<unsigned long long>(failures));
+    }
+    if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
+    if (c.json) {
+      std::printf("%s\n", probe_report_json(probe_total, tried).dump().c_str());
+    } else {
+      std::printf("%s", probe_report_text(probe_total, tried).c_str());
     }
     return failures == 0 ? 0 : 1;
   } catch (const InputError& e) {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/kvsim/commands.h"
+#include "tools/kvsim/probe_report.h"
 
 int main(int argc, char** argv) {
   using namespace kvsim::tools;
@@ -87,11 +88,20 @@ int main(int argc, char** argv) {
   imp_cmd->add_option("--limit", imp.limit, "Import only the first N requests (0 = all)")
       ->check(CLI::NonNegativeNumber);
 
+  ProbesCommand probes_opts;
+  CLI::App* probes_cmd = app.add_subcommand(
+      "probes",
+      "List the code probes of the core (core/common/probe_list.h); docs/probes.md is "
+      "`kvsim probes --markdown`");
+  probes_cmd->add_flag("--markdown", probes_opts.markdown, "Print docs/probes.md");
+  probes_cmd->add_flag("--json", probes_opts.json, "Print the list as JSON");
+
   CLI11_PARSE(app, argc, argv);
   if (run_cmd->parsed()) return run_command(run);
   if (replay_cmd->parsed()) return replay_command(replay);
   if (gen_cmd->parsed()) return gen_command(gen);
   if (shrink_cmd->parsed()) return shrink_command(shrink);
   if (imp_cmd->parsed()) return import_mooncake_command(imp);
+  if (probes_cmd->parsed()) return probes_command(probes_opts);
   return 2;
 }
