@@ -28,7 +28,8 @@
 
 namespace kvsim::probes {
 
-inline constexpr bool kEnabled = KVSIM_PROBES != 0;
+// Internal linkage: a translation unit built with probes off may sit beside others (tests).
+constexpr bool kEnabled = KVSIM_PROBES != 0;
 
 enum class Id : uint16_t {
 #define KVSIM_PROBE_ENUM(name, file, meaning, unreached) name,
