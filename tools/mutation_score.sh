@@ -93,7 +93,7 @@ done
 
 kvsim="$build/tools/kvsim"
 if [ -z "${HUNT_CMD:-}" ]; then
-  if "$kvsim" hunt --help >/dev/null 2>&1; then
+  if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
     HUNT_CMD='{kvsim} hunt --time-budget {budget} --trace-dir {traces}'
   else
     HUNT_CMD="$root/tools/mutate/standin_hunt.sh {kvsim} {budget} {scenarios} {traces}"
@@ -120,9 +120,9 @@ survivors=()
 restore() { cp "$pristine/$1" "$src/$1"; }  # a fresh mtime: the next build recompiles it
 for id in $ids; do
   # shellcheck disable=SC2086
-  info=$(mutate show --id "$id" $files)
-  file=$(printf '%s' "$info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["file"])')
-  where=$(printf '%s' "$info" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(f"{s[\"file\"]}:{s[\"line\"]} {s[\"op\"]}")')
+  file=$(mutate show --id "$id" --format '{file}' $files)
+  # shellcheck disable=SC2086
+  where=$(mutate show --id "$id" --format '{file}:{line} {op}' $files)
   (cd "$src" && python3 "$root/tools/mutate/mutate.py" apply --id "$id" --root . $files)
   start=$(now)
   result=""
@@ -190,9 +190,9 @@ if [ ${#survivors[@]} -gt 0 ]; then
   echo
   echo "survivors (judge each: a missing check or workload, or equivalent by inspection):"
   for id in "${survivors[@]}"; do
+    echo
     # shellcheck disable=SC2086
-    info=$(mutate show --id "$id" $files)
-    printf '%s' "$info" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(f"\n--- mutant {s[\"id\"]}: {s[\"file\"]}:{s[\"line\"]} {s[\"op\"]} in {s[\"function\"]}(); probes of that function: {\", \".join(s[\"probes\"]) or \"none\"}")'
+    mutate show --id "$id" --format '--- mutant {id}: {file}:{line} {op} in {function}(); probes of that function: {probes}' $files
     # shellcheck disable=SC2086
     mutate diff --id "$id" $files
   done

@@ -34,7 +34,7 @@ export kvsim out
   done
 } | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1"'
 
-if "$kvsim" hunt --help >/dev/null 2>&1; then
+if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
   "$kvsim" hunt --time-budget "${KVSIM_PROBE_HUNT_SECONDS:-20}" --json --trace-dir "$out" 2>/dev/null |
     grep '"probe_report"' >"$out/hunt.probes.json" || true
 fi

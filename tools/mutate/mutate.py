@@ -27,7 +27,8 @@ Commands:
   list   FILES...                     one line per mutant: id, file:line:col, operator, diff
   sample --sample N --seed S FILES... the picked ids, one per line
   show   --id K FILES...              JSON of mutant K (file, line, before, after, function,
-                                      probes: the probes in the same function, nearest first)
+                                      probes: the probes in the same function, nearest first);
+                                      --format '{file}:{line}' prints fields instead
   apply  --id K --root DIR FILES...   writes mutant K into DIR/<file> (FILES are relative to
                                       the current directory; DIR holds a copy of the tree)
   diff   --id K FILES...              a unified diff of mutant K
@@ -43,7 +44,7 @@ import sys
 SKIP_LINE = re.compile(r"\b(KV_ASSERT|KV_VERIFY|KV_PROBE|KV_PROBE_IF|static_assert)\b")
 SKIP_FUNCTION = re.compile(r"^(sanity_check|check_\w*|to_string)$")
 FUNC_HEAD = re.compile(r"^[A-Za-z].*?\b([A-Za-z_]\w*)(?:::([A-Za-z_~]\w*))?\s*\(")
-PROBE = re.compile(r"KV_PROBE(?:_IF)?\((?:.*,\s*)?(\w+)\)")
+PROBE = re.compile(r"KV_PROBE(?:_IF)?\((?:[^;]*?,\s*)?(\w+)\);", re.S)
 KEYWORDS = {"return", "if", "while", "for", "switch", "case", "else", "do", "break",
             "continue", "const", "auto", "static", "using", "namespace", "template",
             "typename", "class", "struct", "enum", "throw", "goto", "default", "delete", "new"}
@@ -212,15 +213,16 @@ def mutated_text(site):
 
 
 def probes_near(site):
-    """The probes in the site's function, nearest line first."""
+    """The probes in the site's function, nearest line first (a probe may span lines)."""
     with open(site["file"]) as f:
         lines = f.read().split("\n")
     funcs = functions(lines)
     found = []
     for no, raw in enumerate(lines, start=1):
-        if funcs[no - 1] != site["function"]:
+        if funcs[no - 1] != site["function"] or "KV_PROBE" not in raw:
             continue
-        for p in PROBE.finditer(raw):
+        text = "\n".join(lines[no - 1:no + 4])
+        for p in PROBE.finditer(text):
             found.append((abs(no - site["line"]), no, p.group(1)))
     found.sort()
     seen = []
@@ -253,6 +255,7 @@ def main(argv):
     ap.add_argument("--sample", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--root")
+    ap.add_argument("--format", help="show: a str.format template over the JSON fields")
     a = ap.parse_args(argv)
     for f in a.files:
         if not os.path.isfile(f):
@@ -281,7 +284,11 @@ def main(argv):
     if a.command == "show":
         out = dict(site)
         out["probes"] = probes_near(site)
-        print(json.dumps(out))
+        if a.format:
+            out["probes"] = ", ".join(out["probes"]) or "none"
+            print(a.format.format(**out))
+        else:
+            print(json.dumps(out))
     elif a.command == "diff":
         sys.stdout.write(unified(site))
     elif a.command == "apply":
@@ -289,8 +296,9 @@ def main(argv):
             print("mutate.py: apply needs --root DIR", file=sys.stderr)
             return 2
         dest = os.path.join(a.root, site["file"])
+        text = mutated_text(site)  # read before dest (possibly the same file) is truncated
         with open(dest, "w") as f:
-            f.write(mutated_text(site))
+            f.write(text)
     return 0
 
 
