@@ -56,10 +56,13 @@ mutate() { (cd "$root" && python3 tools/mutate/mutate.py "$@"); }
 # shellcheck disable=SC2086
 if [ "$list_only" = 1 ]; then mutate list $files; exit 0; fi
 
-work="$root/build/mutation"
+# KVSIM_MUTATION_WORK: where the copy and its build live (CI reuses the mutation runner's,
+# build/mutants, whose src and build have the same layout).
+work="${KVSIM_MUTATION_WORK:-$root/build/mutation}"
+case "$work" in /*) ;; *) work="$root/$work" ;; esac
 src="$work/src"
 build="$work/build"
-out="$work/out"
+out="$work/score-out"
 pristine="$work/pristine"
 mkdir -p "$src" "$out" "$pristine"
 rm -rf "${out:?}"/*

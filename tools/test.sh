@@ -33,4 +33,9 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-20}"
   echo "== mutation runner (tests/mutants/run_mutants.sh --budget ${KVSIM_MUTANT_BUDGET:-60})"
   tests/mutants/run_mutants.sh --budget "${KVSIM_MUTANT_BUDGET:-60}"
+  # A small blind mutation-score sample (docs/mutation-score.md), in the mutation runner's
+  # build: fails if the tool breaks, not on the score of 6 mutants.
+  echo "== mutation score sample (tools/mutation_score.sh --sample 6 --budget 20)"
+  KVSIM_MUTATION_WORK=build/mutants tools/mutation_score.sh --sample "${KVSIM_MUTATION_SAMPLE:-6}" \
+    --seed "${KVSIM_MUTATION_SEED:-1}" --budget "${KVSIM_MUTATION_BUDGET:-20}"
 fi
