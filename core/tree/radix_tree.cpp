@@ -5,7 +5,9 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/full_component.h"
+#include "core/tree/tree_probes.h"
 
 namespace kvsim {
 namespace {
@@ -65,6 +67,8 @@ size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const Toke
     n += kChunk;
   while (n < limit && key[n] == tokens[n])
     ++n;
+  KV_PROBE_IF(n < limit && n % static_cast<size_t>(options_.page_size) != 0,
+              tree_divergence_mid_page);
   return n / static_cast<size_t>(options_.page_size) * static_cast<size_t>(options_.page_size);
 }
 
@@ -79,6 +83,10 @@ TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, std::vector<Token>
   node->creation = ++clock_;
   node->last_access = node->creation;
   TreeNode* raw = node.get();
+  KV_PROBE_IF(
+      parent->is_root() && probe_other_namespace_holds(*parent, ns, raw->key,
+                                                       static_cast<size_t>(options_.page_size)),
+      tree_ns_shared_tokens);
   // The map's key is a view into the child's own key.
   auto [it, inserted] = parent->children.emplace(child_key(ns, raw->key), std::move(node));
   KV_ASSERT(inserted, "child key already present");
@@ -90,6 +98,7 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   KV_ASSERT(prefix_tokens > 0 && prefix_tokens < node.key.size(), "Invalid prefix size for split");
   KV_ASSERT(prefix_tokens % static_cast<size_t>(options_.page_size) == 0, "unaligned split");
   TreeNode* parent = node.parent;
+  probe_split(node);
   // Take node's entry out of the parent's map before its key (which the entry views) changes.
   auto entry = parent->children.extract(child_key(node.ns, node.key));
   KV_ASSERT(!entry.empty() && entry.mapped().get() == &node, "split of a node its parent lacks");
@@ -239,6 +248,7 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
     if (child->evicted()) {
       // KV recomputed after eviction: the request's slots become the node's value again.
       KV_ASSERT(pos >= aux.owned_from, "request matched a node that is evicted now");
+      KV_PROBE(tree_insert_recompute_evicted);
       set_device_value(*child, value.slice(pos, pos + n));
     } else {
       result.prefix_len += static_cast<int64_t>(n);
@@ -288,6 +298,7 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
     if (child == nullptr) break;
     if (!child->backed_up()) {
       // A host-only node here would hang under a node with no host copy (invariant 7).
+      KV_PROBE(tree_insert_host_refused);
       result.refused_len = static_cast<int64_t>(aligned - pos);
       result.last_node = node;
       return result;
