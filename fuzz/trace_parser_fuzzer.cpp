@@ -73,9 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const sim::ReplayReport again = sim::replay_trace(shrunk.trace, {.stop_at_problem = true});
   if (again.problem) {
-    fuzz::report_property("trace_parser",
-                          "the shrunk trace does not replay strictly: " +
-                              sim::describe(shrunk.trace, *again.problem));
+    fuzz::report_property("trace_parser", "the shrunk trace does not replay strictly: " +
+                                              sim::describe(shrunk.trace, *again.problem));
   }
   if (!again.result.violation ||
       !sim::same_failure(*rep.result.violation, *again.result.violation)) {

@@ -62,8 +62,7 @@ class Shrinker {
       for (size_t i = 0; i < t.ops.size(); ++i) {
         if (i >= last.applied.size() || last.applied[i]) kept.ops.push_back(t.ops[i]);
       }
-      ReplayReport again =
-          replay_trace(kept, {.setup = options_.setup, .stop_at_problem = false});
+      ReplayReport again = replay_trace(kept, {.setup = options_.setup, .stop_at_problem = false});
       ++replays_;
       if (again.result.violation && same_failure(target_, *again.result.violation)) {
         t = std::move(kept);

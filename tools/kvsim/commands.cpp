@@ -75,8 +75,8 @@ void check_folder(const std::string& dir, const std::string& flag) {
 // that name is taken, so two runs never overwrite each other's traces.
 std::string unique_trace_path(const std::string& dir, const std::string& name, uint64_t seed,
                               uint64_t hash) {
-  const std::string stem = dir + "/kvsim-" + name + "-seed" + std::to_string(seed) + "-" +
-                           sim::hex64(hash).substr(0, 8);
+  const std::string stem =
+      dir + "/kvsim-" + name + "-seed" + std::to_string(seed) + "-" + sim::hex64(hash).substr(0, 8);
   std::string path = stem + ".trace.jsonl";
   for (int n = 2; std::filesystem::exists(path); ++n)
     path = stem + "-" + std::to_string(n) + ".trace.jsonl";
@@ -137,7 +137,8 @@ int run_command(const RunCommand& c) {
       if (t.kind != "workload") throw InputError(c.workload + ": not a workload trace");
       // The trace's own scenario is the one it runs under; a scenario file must agree.
       if (!c.scenario.empty()) {
-        const std::string diff = first_difference(sim::to_json(s), sim::to_json(t.workload.scenario));
+        const std::string diff =
+            first_difference(sim::to_json(s), sim::to_json(t.workload.scenario));
         if (!diff.empty()) {
           throw InputError("--workload " + c.workload + ": its embedded scenario differs from " +
                            c.scenario + " in field " + diff +
@@ -257,26 +258,22 @@ int run_command(const RunCommand& c) {
       }
     }
     if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
-      nlohmann::json summary = {{"scenario", s.name},
-                                {"seeds_tried", tried},
-                                {"ops", total_ops},
-                                {"failures", failures},
-                                {"vacuous", vacuous},
-                                {"wall_s", elapsed()}};
+      nlohmann::json summary = {{"scenario", s.name}, {"seeds_tried", tried},
+                                {"ops", total_ops},   {"failures", failures},
+                                {"vacuous", vacuous}, {"wall_s", elapsed()}};
       summary["first_failure"] = first_failure;
       const nlohmann::json hunt = {{"hunt", summary}};
       std::fprintf(report, "%s\n", hunt.dump().c_str());
     }
     if (c.seeds > 1 && !c.json) {
-      std::fprintf(report, "%s: %llu seeds from %llu: %llu ok, %llu with violations%s\n",
-                   s.name.c_str(), static_cast<unsigned long long>(tried),
-                   static_cast<unsigned long long>(first_seed),
-                   static_cast<unsigned long long>(tried - failures),
-                   static_cast<unsigned long long>(failures),
-                   vacuous == 0
-                       ? ""
-                       : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous")
-                             .c_str());
+      std::fprintf(
+          report, "%s: %llu seeds from %llu: %llu ok, %llu with violations%s\n", s.name.c_str(),
+          static_cast<unsigned long long>(tried), static_cast<unsigned long long>(first_seed),
+          static_cast<unsigned long long>(tried - failures),
+          static_cast<unsigned long long>(failures),
+          vacuous == 0
+              ? ""
+              : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
     }
     if (failures > 0) return kExitViolation;
     return tried > 0 && vacuous == tried ? kExitVacuous : kExitOk;
