@@ -204,6 +204,7 @@ OpTrace strict_trace(const OpTrace& trace, const ExecutorSetup& setup) {
   t.lines.clear();
   t.source.clear();
   t.declared_ops = -1;
+  if (t.ops.size() != trace.ops.size()) t.faults_fired.reset();  // not the recording's ops now
   return t;
 }
 
