@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "sim/call_trace_replay.h"
 #include "sim/fidelity.h"
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
@@ -295,6 +296,10 @@ int run_command(const RunCommand& c) {
 
 int replay_command(const ReplayCommand& c) {
   try {
+    // Calls recorded by the Python module (sim/call_trace.h).
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_replay_command(c.trace, c.json, c.expect_clean);
+    }
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind == "workload") {
@@ -454,6 +459,9 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
 
 int shrink_command(const ShrinkCommand& c) {
   try {
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_shrink_command(c.trace, c.out, c.max_replays, c.json);
+    }
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");

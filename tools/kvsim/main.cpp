@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tools/kvsim/cmd_import_sglang.h"
+#include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
 
 namespace {
@@ -158,6 +159,33 @@ int main(int argc, char** argv) {
   sglang_cmd->prefix_command();
   sglang_cmd->set_help_flag();
 
+  SglangReplayCommand sgl;
+  CLI::App* sgl_cmd = app.add_subcommand(
+      "sglang-replay",
+      "Replay a Mooncake trace as SGLang's RadixCache op stream (match, lock, evict the "
+      "shortfall, insert, unlock) on the core; print hit rate and ops/s, optionally the "
+      "per-request CSV of the SGLang oracle or a row-by-row comparison with one");
+  sgl_cmd->add_option("trace", sgl.trace, "Mooncake JSONL file")->required();
+  sgl_cmd->add_option("--page-size", sgl.page_size, "Tokens per page")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sgl_cmd->add_option("--capacity-tokens", sgl.capacity_tokens, "KV slots (<= 0: unlimited)")
+      ->capture_default_str();
+  sgl_cmd->add_option("--tail", sgl.tail, "Partial last block: unique or hash")
+      ->capture_default_str();
+  sgl_cmd->add_flag("--with-output", sgl.with_output, "Insert input + output tokens");
+  sgl_cmd->add_flag("--server-match-limit", sgl.server_match_limit,
+                    "Match at most input_len - 1 tokens");
+  sgl_cmd->add_option("--limit", sgl.limit, "First N requests only (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  sgl_cmd->add_option("--repeat", sgl.repeat, "Fresh replays in this process (first = fresh)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+      ->capture_default_str();
+  sgl_cmd->add_option("--per-request-out", sgl.per_request_out, "Write the per-request CSV");
+  sgl_cmd->add_option("--compare", sgl.compare,
+                      "Compare every request with this oracle CSV (exit 1 on any difference)");
+  sgl_cmd->add_flag("--json", sgl.json, "One JSON summary");
+
   // A first word that is neither a flag nor a subcommand is named (CLI11 would only say that
   // a subcommand is required).
   if (argc > 1 && argv[1][0] != '-') {
@@ -175,6 +203,7 @@ int main(int argc, char** argv) {
   }
   CLI11_PARSE(app, argc, argv);
   if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
+  if (sgl_cmd->parsed()) return run_guarded(sglang_replay_command, sgl);
   if (run_cmd->parsed()) return run_guarded(run_command, run);
   if (replay_cmd->parsed()) return run_guarded(replay_command, replay);
   if (gen_cmd->parsed()) return run_guarded(gen_command, gen);
