@@ -122,6 +122,15 @@ void write_op_trace(const std::string& path, const OpTrace& trace) {
   }
   nlohmann::json end = {{"ops", trace.ops.size()}};
   if (trace.ticks) end["ticks"] = *trace.ticks;
+  if (trace.faults_fired) {
+    nlohmann::json faults = nlohmann::json::object();
+    for (size_t i = 0; i < kFaultSites; ++i) {
+      if ((*trace.faults_fired)[i] > 0) {
+        faults[std::string(to_string(static_cast<FaultSite>(i)))] = (*trace.faults_fired)[i];
+      }
+    }
+    end["faults_fired"] = faults;
+  }
   if (trace.event_hash) end["event_hash"] = hex64(*trace.event_hash);
   end["violation"] = trace.violation ? violation_json(*trace.violation) : nlohmann::json();
   lines.push_back({{"end", end}});
@@ -203,6 +212,16 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       trace.ops.declared_ops = ops;
       trace.ops.end_line = line_no;
       if (end.has("ticks")) trace.ops.ticks = end.integer("ticks", 0, 0, INT64_MAX);
+      if (end.has("faults_fired")) {
+        JsonReader f = end.object("faults_fired");
+        std::array<uint64_t, kFaultSites> fired{};
+        for (size_t i = 0; i < kFaultSites; ++i) {
+          fired[i] = static_cast<uint64_t>(
+              f.integer(std::string(to_string(static_cast<FaultSite>(i))), 0, 0, INT64_MAX));
+        }
+        f.finish();
+        trace.ops.faults_fired = fired;
+      }
       const std::string hash = end.string("event_hash", "");
       if (!hash.empty()) trace.ops.event_hash = parse_hex64(hash, end, "event_hash");
       const nlohmann::json& v = end.raw("violation");

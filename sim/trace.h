@@ -14,12 +14,14 @@
 // without its end record is one too (it was cut short).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/executor.h"
+#include "sim/faults.h"
 #include "sim/op.h"
 #include "sim/scenario.h"
 #include "sim/workload.h"
@@ -48,6 +50,8 @@ struct OpTrace {
   std::optional<uint64_t> event_hash;
   std::optional<SimViolation> violation;
   std::optional<int64_t> ticks;  // the last tick (version 2)
+  // Faults the recording run fired, per site (version 2; the ops carry their effects).
+  std::optional<std::array<uint64_t, kFaultSites>> faults_fired;
   // Per op (parallel to `ops`, or empty): the recorded outcome and hash chain (version 2).
   std::vector<OpCheck> checks;
   // Where it was read from (empty for a trace built in memory): the source, the line of each
