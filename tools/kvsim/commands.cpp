@@ -11,6 +11,7 @@
 #include "sim/mooncake.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "sim/sweep.h"
 
 namespace kvsim::tools {
 namespace {
@@ -55,7 +56,14 @@ int run_command(const RunCommand& c) {
     if (!c.record.empty() && c.seeds != 1) {
       throw InputError("--record: records one run; drop --seeds or set it to 1");
     }
-    const bool show_progress = c.progress && c.seeds > 1 && !c.json && isatty(STDERR_FILENO);
+    const sim::SeedRange seeds(first_seed, c.seeds,
+                               c.shard.empty() ? sim::Shard{} : sim::parse_shard(c.shard));
+    if (seeds.empty()) {
+      throw InputError("--shard: " + c.shard + " holds none of the " + std::to_string(c.seeds) +
+                       " seeds (use at most " + std::to_string(c.seeds) + " shards)");
+    }
+    const bool sweep = seeds.size() > 1 || !c.shard.empty();
+    const bool show_progress = c.progress && sweep && !c.json && isatty(STDERR_FILENO);
     uint64_t failures = 0;
     uint64_t tried = 0;
     int64_t total_ops = 0;
@@ -65,16 +73,39 @@ int run_command(const RunCommand& c) {
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    for (uint64_t i = 0; i < c.seeds; ++i) {
-      if (c.time_budget_s > 0 && elapsed() > c.time_budget_s) break;
-      ++tried;
-      const uint64_t seed = first_seed + i;
+    // One seed's run on a worker. Recording every op costs memory and time, so a run records
+    // only when asked to (--record); a failing run is run again, recording, for its trace (the
+    // same seed gives the same ops: the second run must reproduce the first one's hash).
+    struct SeedRun {
+      sim::RunResult result;
       std::vector<sim::Op> ops;
-      sim::RunRequest req{.scenario = &s,
-                          .seed = seed,
-                          .arrivals = given.empty() ? nullptr : &given,
-                          .record = &ops};
-      const sim::RunResult r = sim::run_scenario(req);
+      bool recorded = false;
+    };
+    const std::vector<sim::Arrival>* arrivals = given.empty() ? nullptr : &given;
+    auto job = [&](uint64_t seed) {
+      SeedRun out;
+      const bool record = !c.record.empty();
+      out.result = sim::run_scenario(sim::RunRequest{.scenario = &s,
+                                                     .seed = seed,
+                                                     .arrivals = arrivals,
+                                                     .record = record ? &out.ops : nullptr});
+      out.recorded = record;
+      if (!out.result.ok() && !record) {
+        const sim::RunResult again = sim::run_scenario(sim::RunRequest{
+            .scenario = &s, .seed = seed, .arrivals = arrivals, .record = &out.ops});
+        if (again.event_hash != out.result.event_hash) {
+          throw InputError("seed " + std::to_string(seed) +
+                           ": not deterministic: a second run gave event hash " +
+                           sim::hex64(again.event_hash) + " after " +
+                           sim::hex64(out.result.event_hash));
+        }
+        out.recorded = true;
+      }
+      return out;
+    };
+    auto consume = [&](uint64_t i, uint64_t seed, SeedRun& run) {
+      const sim::RunResult& r = run.result;
+      ++tried;
       total_ops += r.stats.ops;
       if (!r.ok() && ++failures == 1) {
         first_failure = {{"seed", seed},
@@ -85,7 +116,7 @@ int run_command(const RunCommand& c) {
       }
       if (c.json) {
         std::printf("%s\n", sim::summary_json(s, seed, r).dump().c_str());
-      } else if (c.seeds == 1 || !r.ok()) {
+      } else if (!sweep || !r.ok()) {
         if (show_progress) std::fprintf(stderr, "\n");
         std::printf("%s", sim::summary_text(s, seed, r).c_str());
       }
@@ -94,10 +125,10 @@ int run_command(const RunCommand& c) {
         trace_path = (c.failure_trace.empty() ? std::string(".") : c.failure_trace) + "/kvsim-" +
                      s.name + "-seed" + std::to_string(seed) + ".trace.jsonl";
       }
-      if (!trace_path.empty()) {
+      if (!trace_path.empty() && run.recorded) {
         sim::write_op_trace(trace_path, sim::OpTrace{.scenario = s,
                                                      .seed = seed,
-                                                     .ops = ops,
+                                                     .ops = std::move(run.ops),
                                                      .event_hash = r.event_hash,
                                                      .violation = r.violation});
         if (!c.json) {
@@ -105,12 +136,19 @@ int run_command(const RunCommand& c) {
                       trace_path.c_str());
         }
       }
-      if (show_progress) progress(i + 1, c.seeds, failures);
+      std::fflush(stdout);
+      if (show_progress) progress(i + 1, seeds.size(), failures);
       if (!r.ok() && (c.stop_at_first || (c.max_failures > 0 && failures >= c.max_failures))) {
         if (show_progress) std::fprintf(stderr, "\n");
-        break;
+        return false;
       }
-    }
+      if (c.time_budget_s > 0 && elapsed() > c.time_budget_s && i + 1 < seeds.size()) {
+        if (show_progress) std::fprintf(stderr, "\n");
+        return false;
+      }
+      return true;
+    };
+    sim::run_sweep<SeedRun>(seeds, c.jobs, job, consume);
     if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
       nlohmann::json summary = {{"scenario", s.name},
                                 {"seeds_tried", tried},
@@ -121,10 +159,15 @@ int run_command(const RunCommand& c) {
       const nlohmann::json hunt = {{"hunt", summary}};
       std::printf("%s\n", hunt.dump().c_str());
     }
-    if (c.seeds > 1 && !c.json) {
-      std::printf("%s: %llu seeds from %llu: %llu ok, %llu with violations\n", s.name.c_str(),
+    if (sweep && !c.json) {
+      std::printf("%s: %llu seeds from %llu", s.name.c_str(),
                   static_cast<unsigned long long>(tried),
-                  static_cast<unsigned long long>(first_seed),
+                  static_cast<unsigned long long>(first_seed));
+      if (!c.shard.empty()) {
+        std::printf(" (shard %s of a sweep of %llu)", c.shard.c_str(),
+                    static_cast<unsigned long long>(c.seeds));
+      }
+      std::printf(": %llu ok, %llu with violations\n",
                   static_cast<unsigned long long>(tried - failures),
                   static_cast<unsigned long long>(failures));
     }
