@@ -35,16 +35,41 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
-  std::vector<nlohmann::json> lines{header("workload", trace.scenario, trace.seed)};
-  for (const Arrival& a : trace.arrivals) {
-    lines.push_back({{"rid", a.rid},
-                     {"tick", a.tick},
-                     {"ns", a.ns},
-                     {"prompt", a.prompt},
-                     {"output_len", a.output_len}});
+nlohmann::json arrival_json(const Arrival& a) {
+  nlohmann::json j = {{"rid", a.rid}, {"tick", a.tick}, {"ns", a.ns}};
+  // Compact when the arrival knows how its prompt was made; tokens otherwise.
+  if (!a.recipe.empty()) {
+    j["segments"] = recipe_json(a.recipe);
+  } else {
+    j["prompt"] = a.prompt.vec();
   }
-  write_lines(path, lines);
+  j["output_len"] = a.output_len;
+  return j;
+}
+
+void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
+  WorkloadTraceWriter w(path, trace.scenario, trace.seed);
+  for (const Arrival& a : trace.arrivals)
+    w.add(a);
+  w.close();
+}
+
+WorkloadTraceWriter::WorkloadTraceWriter(const std::string& path, const Scenario& scenario,
+                                         uint64_t seed)
+    : path_(path), out_(path, std::ios::binary | std::ios::trunc) {
+  if (!out_) throw InputError(path + ": cannot create file");
+  out_ << header("workload", scenario, seed).dump() << '\n';
+}
+
+void WorkloadTraceWriter::add(const Arrival& a) {
+  out_ << arrival_json(a).dump() << '\n';
+  ++count_;
+}
+
+void WorkloadTraceWriter::close() {
+  out_.flush();
+  if (!out_) throw InputError(path_ + ": write error");
+  out_.close();
 }
 
 void write_op_trace(const std::string& path, const OpTrace& trace) {
@@ -100,9 +125,20 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       a.rid = static_cast<RequestId>(r.required_integer("rid", 1, INT64_MAX));
       a.tick = static_cast<uint64_t>(r.required_integer("tick", 0, INT64_MAX));
       a.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
-      for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
-        a.prompt.push_back(static_cast<Token>(t));
-      if (a.prompt.empty()) r.fail("prompt", "is empty");
+      // A prompt is its tokens ("prompt", every version) or its recipe ("segments", compact;
+      // expanded only when the request arrives). Exactly one of the two.
+      if (r.has("segments") == r.has("prompt")) {
+        r.fail("prompt", "expected exactly one of prompt (tokens) and segments (a recipe)");
+      }
+      if (r.has("segments")) {
+        a.recipe = recipe_from_json(r.raw("segments"), where, r.field("segments"));
+      } else {
+        std::vector<Token> prompt;
+        for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
+          prompt.push_back(static_cast<Token>(t));
+        if (prompt.empty()) r.fail("prompt", "is empty");
+        a.prompt = Tokens(std::move(prompt));
+      }
       a.output_len = r.required_integer("output_len", 1, 1 << 24);
       r.finish();
       if (!trace.workload.arrivals.empty() && a.tick < trace.workload.arrivals.back().tick) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,7 +39,24 @@ struct OpTrace {
   std::optional<SimViolation> violation;
 };
 
+// Arrivals with a recipe are written as "segments" (compact), others as "prompt" tokens; the
+// reader takes both and keeps recipes unexpanded until the request arrives.
 void write_workload_trace(const std::string& path, const WorkloadTrace& trace);
+nlohmann::json arrival_json(const Arrival& a);
+
+// Writes a workload trace one arrival at a time (gen and import stream into it).
+class WorkloadTraceWriter {
+ public:
+  WorkloadTraceWriter(const std::string& path, const Scenario& scenario, uint64_t seed);
+  void add(const Arrival& a);
+  void close();  // an InputError if anything failed to write
+  int64_t count() const { return count_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  int64_t count_ = 0;
+};
 void write_op_trace(const std::string& path, const OpTrace& trace);
 
 // Reads either kind; `kind` tells which one it was ("workload" or "ops").

@@ -226,10 +226,16 @@ int gen_command(const GenCommand& c) {
   try {
     sim::Scenario s = scenario_or_default(c.scenario);
     const uint64_t seed = c.seed != 0 ? c.seed : s.seed;
-    sim::WorkloadTrace t{.scenario = s, .seed = seed, .arrivals = sim::generate_workload(s, seed)};
-    sim::write_workload_trace(c.out, t);
-    std::printf("%s: %zu arrivals of scenario %s, seed %llu\n", c.out.c_str(), t.arrivals.size(),
-                s.name.c_str(), static_cast<unsigned long long>(seed));
+    // Streamed: arrival by arrival into the file, prompts as recipes (segments).
+    sim::WorkloadTraceWriter w(c.out, s, seed);
+    std::unique_ptr<sim::ArrivalSource> source = sim::workload_source(s, seed);
+    sim::Arrival a;
+    while (source->next(a))
+      w.add(a);
+    w.close();
+    std::printf("%s: %lld arrivals of scenario %s, seed %llu\n", c.out.c_str(),
+                static_cast<long long>(w.count()), s.name.c_str(),
+                static_cast<unsigned long long>(seed));
     return 0;
   } catch (const InputError& e) {
     return input_error(e);
