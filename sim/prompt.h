@@ -56,6 +56,18 @@ class Tokens {
   void assign(It first, It last) {
     mut().assign(first, last);
   }
+  // `pos` is a position in this sequence (begin()..end()).
+  void insert(const Token* pos, size_t count, Token value) {
+    const auto at = static_cast<size_t>(pos - begin());
+    std::vector<Token>& v = mut();
+    v.insert(v.begin() + static_cast<std::ptrdiff_t>(at), count, value);
+  }
+  template <class It>
+  void insert(const Token* pos, It first, It last) {
+    const auto at = static_cast<size_t>(pos - begin());
+    std::vector<Token>& v = mut();
+    v.insert(v.begin() + static_cast<std::ptrdiff_t>(at), first, last);
+  }
   // True when the two share one buffer (tests: "shared, not copied").
   bool same_buffer(const Tokens& o) const { return p_ == o.p_; }
 

@@ -20,6 +20,8 @@ Scheduler::Scheduler(const Scenario& scenario, uint64_t seed,
 void Scheduler::pull_arrival() {
   Arrival a;
   if (arrivals_->next(a)) {
+    // Recorded aborts (imported dumps) are known once the request has arrived.
+    if (a.abort_at >= 0) abort_at_[a.rid] = a.abort_at;
     next_arrival_ = std::move(a);
   } else {
     next_arrival_.reset();
@@ -27,8 +29,8 @@ void Scheduler::pull_arrival() {
 }
 
 bool Scheduler::emit(const Op& op, OpOutcome* out) {
-  if (sink_) sink_(op);
   const OpOutcome o = executor_.apply(op);
+  if (sink_) sink_(op, o, executor_.event_hash());
   if (out != nullptr) *out = o;
   return !executor_.failed();
 }
@@ -42,9 +44,14 @@ RunResult Scheduler::run() {
   result.violation = executor_.failed() ? executor_.violation() : violation_;
   result.event_hash = executor_.event_hash();
   result.stats = executor_.stats();
-  result.ticks = static_cast<int64_t>(now_);
+  result.ticks = static_cast<int64_t>(executor_.now());  // the last tick op: what replay sees
   for (size_t i = 0; i < kFaultSites; ++i)
     result.faults_fired[i] = faults_.fired(static_cast<FaultSite>(i));
+  for (const auto& [rid, r] : executor_.requests()) {
+    if (r.first_device_hit >= 0) {
+      result.request_hits.push_back({rid, r.first_device_hit, r.first_host_hit});
+    }
+  }
   return result;
 }
 
@@ -79,11 +86,11 @@ bool Scheduler::iteration() {
   if (executor_.failed()) return false;
   if (!faults_.fire(FaultSite::kComputeStall)) forward_running();
   if (executor_.failed()) return false;
-  check_liveness();
+  if (!check_liveness()) return false;
   ++now_;
+  // The executor judges max_ticks at the tick op (so a replay judges it too).
   if (static_cast<int64_t>(now_) > scenario_.scheduler.max_ticks) {
-    violation_ = SimViolation{"liveness", "run exceeded max_ticks",
-                              static_cast<size_t>(executor_.stats().ops)};
+    emit(Op{.kind = OpKind::kTick, .n = static_cast<int64_t>(now_)});
     return false;
   }
   return true;
@@ -200,6 +207,13 @@ void Scheduler::forward_running() {
       }
       continue;
     }
+    // A request the recording saw unfinished or aborted ends as an abort at that state.
+    const auto abort_at = abort_at_.find(rid);
+    if (abort_at != abort_at_.end() && r->generated >= abort_at->second) {
+      running_.erase(std::find(running_.begin(), running_.end(), rid));
+      if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
+      continue;
+    }
     if (r->generated >= r->output_len) {
       running_.erase(std::find(running_.begin(), running_.end(), rid));
       if (!emit(Op{.kind = OpKind::kFinish, .rid = rid})) return;
@@ -242,30 +256,10 @@ bool Scheduler::decode_or_retract(RequestId rid) {
   }
 }
 
-void Scheduler::check_liveness() {
-  const int64_t bound = scenario_.scheduler.liveness_ticks;
-  for (RequestId rid : running_) {
-    const SimRequest* r = executor_.request(rid);
-    if (static_cast<int64_t>(now_ - r->arrival_tick) > bound) {
-      violation_ = SimViolation{"liveness",
-                                "request " + std::to_string(rid) + " still running after " +
-                                    std::to_string(bound) + " ticks",
-                                static_cast<size_t>(executor_.stats().ops)};
-      return;
-    }
-  }
-  std::vector<RequestId> queued(waiting_.begin(), waiting_.end());
-  queued.insert(queued.end(), offloaded_.begin(), offloaded_.end());
-  for (RequestId rid : queued) {
-    const SimRequest* r = executor_.request(rid);
-    if (static_cast<int64_t>(now_ - r->arrival_tick) > bound) {
-      violation_ = SimViolation{"liveness",
-                                "request " + std::to_string(rid) + " still waiting after " +
-                                    std::to_string(bound) + " ticks",
-                                static_cast<size_t>(executor_.stats().ops)};
-      return;
-    }
-  }
+// The executor checks the bound (the oldest live request), so a replayed op trace reaches the
+// same liveness verdict as the run that recorded it.
+bool Scheduler::check_liveness() {
+  return emit(Op{.kind = OpKind::kLiveness});
 }
 
 // After the last request: every transfer lands, every ack is consumed, storage goes idle.

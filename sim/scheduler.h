@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -31,17 +32,26 @@
 
 namespace kvsim::sim {
 
+// One request's prefix-cache hit at its first admission (what SGLang reports as cached_tokens).
+struct RequestHit {
+  RequestId rid = 0;
+  int64_t device = 0;
+  int64_t host = 0;
+};
+
 struct RunResult {
   std::optional<SimViolation> violation;
   uint64_t event_hash = 0;
   ExecutorStats stats;
   int64_t ticks = 0;
   std::array<uint64_t, kFaultSites> faults_fired{};
+  std::vector<RequestHit> request_hits;  // by rid; requests that were never admitted are absent
   bool ok() const { return !violation.has_value(); }
 };
 
-// Receives every op in order (trace recording); may be empty.
-using OpSink = std::function<void(const Op&)>;
+// Receives every op in order, after it applied, with its outcome and the event hash after it
+// (trace recording); may be empty.
+using OpSink = std::function<void(const Op&, const OpOutcome&, uint64_t)>;
 
 class Scheduler {
  public:
@@ -59,7 +69,7 @@ class Scheduler {
   void inject_aborts();
   void progress_copies_and_storage();
   bool drain();
-  void check_liveness();
+  bool check_liveness();
   // Takes `rid` out of the running batch: PD offloads it to CPU, otherwise it is retracted
   // back to the waiting queue. False when the run failed.
   bool preempt(RequestId rid);
@@ -72,6 +82,7 @@ class Scheduler {
   std::unique_ptr<ArrivalSource> arrivals_;
   std::optional<Arrival> next_arrival_;  // the next one to arrive; empty when none is left
   void pull_arrival();
+  std::map<RequestId, int64_t> abort_at_;  // Arrival::abort_at of the requests that have one
   std::deque<RequestId> waiting_;
   std::deque<RequestId> offloaded_;  // PD: retracted to CPU, resumed before new admissions
   std::vector<RequestId> running_;

@@ -1,7 +1,10 @@
 #include "sim/trace.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <istream>
 #include <sstream>
 
@@ -14,17 +17,73 @@ nlohmann::json header(const char* kind, const Scenario& s, uint64_t seed) {
   return {{"kvsim_trace", kTraceVersion}, {"kind", kind}, {"seed", seed}, {"scenario", to_json(s)}};
 }
 
+// "-" writes to standard output. A file is written under a temporary name and renamed into
+// place, so a failure never leaves a partial trace behind.
 void write_lines(const std::string& path, const std::vector<nlohmann::json>& lines) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path + ": cannot create file");
-  for (const nlohmann::json& j : lines)
-    out << j.dump() << '\n';
-  out.flush();
-  if (!out) throw InputError(path + ": write error");
+  if (path == "-") {
+    for (const nlohmann::json& j : lines)
+      std::cout << j.dump() << '\n';
+    std::cout.flush();
+    if (!std::cout) throw InputError("-: write error on standard output");
+    return;
+  }
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(path + ": cannot create file: " + std::strerror(errno));
+    for (const nlohmann::json& j : lines)
+      out << j.dump() << '\n';
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError(path + ": write error");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw InputError(path + ": cannot write: " + std::strerror(err));
+  }
 }
 
 nlohmann::json violation_json(const SimViolation& v) {
   return {{"invariant", v.invariant}, {"detail", v.detail}, {"op_index", v.op_index}};
+}
+
+uint64_t parse_hex64(const std::string& hex, const JsonReader& r, const std::string& key) {
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    r.fail(key, "expected 16 hex digits");
+  }
+  return std::stoull(hex, nullptr, 16);
+}
+
+nlohmann::json reported_json(const ReportedCache& c) {
+  nlohmann::json j = nlohmann::json::object();
+  const std::pair<const char*, int64_t> counts[] = {{"cached_tokens", c.cached_tokens},
+                                                    {"device", c.device},
+                                                    {"host", c.host},
+                                                    {"storage", c.storage},
+                                                    {"prompt_tokens", c.prompt_tokens}};
+  for (const auto& [name, v] : counts) {
+    if (v >= 0) j[name] = v;
+  }
+  if (!c.sglang_rid.empty()) j["sglang_rid"] = c.sglang_rid;
+  if (c.stand_in) j["stand_in"] = true;
+  return j;
+}
+
+// An arrival's optional "reported" object (written by kvsim import-sglang).
+ReportedCache parse_reported(JsonReader r) {
+  ReportedCache c;
+  c.cached_tokens = r.integer("cached_tokens", -1, 0, INT64_MAX);
+  c.device = r.integer("device", -1, 0, INT64_MAX);
+  c.host = r.integer("host", -1, 0, INT64_MAX);
+  c.storage = r.integer("storage", -1, 0, INT64_MAX);
+  c.prompt_tokens = r.integer("prompt_tokens", -1, 0, INT64_MAX);
+  c.sglang_rid = r.string("sglang_rid", "");
+  c.stand_in = r.boolean("stand_in", false);
+  r.finish();
+  return c;
 }
 
 }  // namespace
@@ -44,6 +103,8 @@ nlohmann::json arrival_json(const Arrival& a) {
     j["prompt"] = a.prompt.vec();
   }
   j["output_len"] = a.output_len;
+  if (a.abort_at >= 0) j["abort_at"] = a.abort_at;
+  if (a.reported) j["reported"] = reported_json(*a.reported);
   return j;
 }
 
@@ -54,30 +115,63 @@ void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
   w.close();
 }
 
+// Like write_lines: "-" is standard output; a file is written under a temporary name and
+// renamed into place by close(), so a failure never leaves a partial trace behind.
 WorkloadTraceWriter::WorkloadTraceWriter(const std::string& path, const Scenario& scenario,
                                          uint64_t seed)
-    : path_(path), out_(path, std::ios::binary | std::ios::trunc) {
-  if (!out_) throw InputError(path + ": cannot create file");
-  out_ << header("workload", scenario, seed).dump() << '\n';
+    : path_(path) {
+  if (path != "-") {
+    tmp_ = path + ".partial";
+    file_.open(tmp_, std::ios::binary | std::ios::trunc);
+    if (!file_) throw InputError(path + ": cannot create file: " + std::strerror(errno));
+  }
+  out() << header("workload", scenario, seed).dump() << '\n';
+}
+
+WorkloadTraceWriter::~WorkloadTraceWriter() {
+  if (!closed_ && !tmp_.empty()) {
+    file_.close();
+    std::remove(tmp_.c_str());
+  }
+}
+
+std::ostream& WorkloadTraceWriter::out() {
+  return tmp_.empty() ? std::cout : file_;
 }
 
 void WorkloadTraceWriter::add(const Arrival& a) {
-  out_ << arrival_json(a).dump() << '\n';
+  out() << arrival_json(a).dump() << '\n';
   ++count_;
 }
 
 void WorkloadTraceWriter::close() {
-  out_.flush();
-  if (!out_) throw InputError(path_ + ": write error");
-  out_.close();
+  out().flush();
+  if (!out())
+    throw InputError(path_ == "-" ? "-: write error on standard output" : path_ + ": write error");
+  closed_ = true;
+  if (tmp_.empty()) return;
+  file_.close();
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp_.c_str());
+    throw InputError(path_ + ": cannot write: " + std::strerror(err));
+  }
 }
 
 void write_op_trace(const std::string& path, const OpTrace& trace) {
   std::vector<nlohmann::json> lines{header("ops", trace.scenario, trace.seed)};
   if (trace.violation) lines.front()["violation"] = violation_json(*trace.violation);
-  for (const Op& op : trace.ops)
-    lines.push_back(to_json(op));
+  const bool chained = trace.checks.size() == trace.ops.size();
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    nlohmann::json j = to_json(trace.ops[i]);
+    if (chained) {
+      if (!trace.checks[i].ok) j["ok"] = false;
+      j["h"] = hex64(trace.checks[i].hash);
+    }
+    lines.push_back(std::move(j));
+  }
   nlohmann::json end = {{"ops", trace.ops.size()}};
+  if (trace.ticks) end["ticks"] = *trace.ticks;
   if (trace.event_hash) end["event_hash"] = hex64(*trace.event_hash);
   end["violation"] = trace.violation ? violation_json(*trace.violation) : nlohmann::json();
   lines.push_back({{"end", end}});
@@ -102,18 +196,20 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
     if (line_no == 1) {
       JsonReader r(doc, where);
       const int64_t version = r.required_integer("kvsim_trace", 1, INT32_MAX);
-      if (version != kTraceVersion) {
+      if (version != 1 && version != kTraceVersion) {
         r.fail("kvsim_trace", "version " + std::to_string(version) +
                                   " is not supported (this "
-                                  "kvsim reads version " +
+                                  "kvsim reads versions 1 to " +
                                   std::to_string(kTraceVersion) + ")");
       }
+      trace.ops.version = version;
       trace.kind = r.choice("kind", "", {"workload", "ops"});
       const uint64_t seed = static_cast<uint64_t>(r.required_integer("seed", 0, INT64_MAX));
       if (!r.has("scenario")) r.fail("scenario", "missing");
       const Scenario s =
           parse_scenario(r.raw("scenario"), where + " (scenario)", ScenarioUse::kReplay);
       r.raw("violation");  // informational; the footer carries the same
+      r.raw("import");     // informational: what kvsim import-sglang mapped and could not
       r.finish();
       trace.workload.scenario = trace.ops.scenario = s;
       trace.workload.seed = trace.ops.seed = seed;
@@ -140,9 +236,17 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
         a.prompt = Tokens(std::move(prompt));
       }
       a.output_len = r.required_integer("output_len", 1, 1 << 24);
+      a.abort_at = r.integer("abort_at", -1, 0, 1 << 24);
+      if (a.abort_at > a.output_len) r.fail("abort_at", "is past output_len");
+      if (r.has("reported")) a.reported = parse_reported(r.object("reported"));
       r.finish();
       if (!trace.workload.arrivals.empty() && a.tick < trace.workload.arrivals.back().tick) {
         r.fail("tick", "goes backwards");
+      }
+      const int64_t max_ticks = trace.workload.scenario.scheduler.max_ticks;
+      if (static_cast<int64_t>(a.tick) > max_ticks) {
+        r.fail("tick", std::to_string(a.tick) + " is past scheduler.max_ticks (" +
+                           std::to_string(max_ticks) + ") of the trace's scenario");
       }
       trace.workload.arrivals.push_back(std::move(a));
       continue;
@@ -151,17 +255,17 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       JsonReader r(doc, where);
       JsonReader end = r.object("end");
       const int64_t ops = end.required_integer("ops", 0, INT64_MAX);
-      if (ops != static_cast<int64_t>(trace.ops.ops.size())) {
+      const bool chained = !trace.ops.checks.empty();
+      // With a hash chain, a missing or extra op is found (and named) by the replay.
+      if (ops != static_cast<int64_t>(trace.ops.ops.size()) && !chained) {
         end.fail("ops", "says " + std::to_string(ops) + " but the trace holds " +
                             std::to_string(trace.ops.ops.size()) + " (truncated?)");
       }
+      trace.ops.declared_ops = ops;
+      trace.ops.end_line = line_no;
+      if (end.has("ticks")) trace.ops.ticks = end.integer("ticks", 0, 0, INT64_MAX);
       const std::string hash = end.string("event_hash", "");
-      if (!hash.empty()) {
-        if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
-          end.fail("event_hash", "expected 16 hex digits");
-        }
-        trace.ops.event_hash = std::stoull(hash, nullptr, 16);
-      }
+      if (!hash.empty()) trace.ops.event_hash = parse_hex64(hash, end, "event_hash");
       const nlohmann::json& v = end.raw("violation");
       if (!v.is_null()) {
         JsonReader vr(v, where, "end.violation");
@@ -175,10 +279,34 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       ended = true;
       continue;
     }
-    trace.ops.ops.push_back(op_from_json(doc, where));
+    // Version 2: the recorded outcome and hash chain ("ok", "h") ride on the op line.
+    nlohmann::json op_doc = doc;
+    std::optional<OpCheck> check;
+    if (trace.ops.version >= 2 && op_doc.is_object() && op_doc.contains("h")) {
+      JsonReader r(op_doc, where);
+      check = OpCheck{.hash = parse_hex64(r.string("h", ""), r, "h"), .ok = r.boolean("ok", true)};
+      op_doc.erase("h");
+      op_doc.erase("ok");
+    }
+    // The first op decides whether the trace has a chain; every op after it must agree.
+    if (!trace.ops.ops.empty() && check.has_value() != !trace.ops.checks.empty()) {
+      throw InputError(where + ": field h: " +
+                       (check ? std::string("this op has a hash but the ops before it have none")
+                              : std::string("missing (the ops before this one carry the hash "
+                                            "chain)")));
+    }
+    trace.ops.ops.push_back(op_from_json(op_doc, where));
+    trace.ops.lines.push_back(line_no);
+    if (check) trace.ops.checks.push_back(*check);
   }
   if (in.bad()) throw InputError(path + ": read error");
   if (line_no == 0) throw InputError(path + ": empty file (no header)");
+  trace.ops.source = path;
+  if (trace.kind == "ops" && !ended) {
+    throw InputError(path + ":" + std::to_string(line_no) +
+                     ": the op trace ends without its end record (cut short?); " +
+                     std::to_string(trace.ops.ops.size()) + " ops read");
+  }
   if (trace.kind == "workload" && trace.workload.arrivals.empty()) {
     throw InputError(path + ": workload trace has no arrivals");
   }
@@ -188,9 +316,7 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
 }  // namespace
 
 AnyTrace read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
-  return read_trace_stream(in, path);
+  return read_trace_text(read_text_file(path), path);
 }
 
 AnyTrace read_trace_text(const std::string& text, const std::string& source) {

@@ -127,12 +127,14 @@ class ListSource final : public ArrivalSource {
   bool next(Arrival& out) override {
     if (next_ >= list_.size()) return false;
     const Arrival& a = list_[next_++];
-    out = Arrival{.rid = a.rid,
-                  .tick = a.tick,
-                  .ns = a.ns,
-                  .prompt = prompt_of(a),
-                  .recipe = {},
-                  .output_len = a.output_len};
+    out.rid = a.rid;
+    out.tick = a.tick;
+    out.ns = a.ns;
+    out.prompt = prompt_of(a);  // expanded now, when it arrives
+    out.recipe.clear();
+    out.output_len = a.output_len;
+    out.abort_at = a.abort_at;
+    out.reported = a.reported;
     return true;
   }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/common/types.h"
@@ -13,6 +15,17 @@
 #include "sim/scenario.h"
 
 namespace kvsim::sim {
+
+// What the serving system reported for a request it served (an imported SGLang dump): the
+// prefix-cache hit it saw, to compare with the simulator's (sim/fidelity.h). -1 = not reported.
+struct ReportedCache {
+  int64_t cached_tokens = -1;
+  int64_t device = -1, host = -1, storage = -1;  // --enable-cache-report's split by tier
+  int64_t prompt_tokens = -1;
+  std::string sglang_rid;  // the request's id in the dump ("" = none)
+  bool stand_in = false;   // the prompt is a stand-in tokenisation of its text
+  bool operator==(const ReportedCache&) const = default;
+};
 
 // The prompt is `prompt` when set; otherwise the expansion of `recipe`, done only when the
 // request arrives (a workload trace read from disk holds recipes, not tokens). Generated and
@@ -24,6 +37,10 @@ struct Arrival {
   Tokens prompt;
   PromptRecipe recipe;
   int64_t output_len = 1;
+  // >= 0: the request did not finish where it was recorded (a crash caught it, or it was
+  // aborted); the scheduler aborts it, once prefilled, after this many output tokens.
+  int64_t abort_at = -1;
+  std::optional<ReportedCache> reported;
 };
 
 // The arrival's prompt tokens (expanding its recipe when the tokens are not held).
