@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "sim/call_trace_replay.h"
 #include "sim/fidelity.h"
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
@@ -17,6 +18,7 @@
 #include "sim/runner.h"
 #include "sim/shrink.h"
 #include "sim/sweep.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -194,11 +196,13 @@ int run_command(const RunCommand& c) {
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
+    probes::Snapshot probe_total;  // code probes reached over the sweep
     // One seed's run on a worker. Recording every op costs memory and time, so a run records
     // only when asked to (--record); a failing run is run again, recording, for its trace (the
     // same seed gives the same ops: the second run must reproduce the first one's hash).
     struct SeedRun {
       sim::RunResult result;
+      probes::Snapshot probes;  // this run's probe hits (counted on the worker's thread)
       std::vector<sim::Op> ops;
       std::vector<sim::OpCheck> checks;
       bool recorded = false;
@@ -206,6 +210,7 @@ int run_command(const RunCommand& c) {
     const std::vector<sim::Arrival>* arrivals = given.empty() ? nullptr : &given;
     auto job = [&](uint64_t seed) {
       SeedRun out;
+      probes::reset();  // this thread's counters
       const bool record = !c.record.empty();
       sim::RunRequest req{.scenario = &s,
                           .seed = seed,
@@ -227,6 +232,7 @@ int run_command(const RunCommand& c) {
       }
       out.result = sim::run_scenario(req);
       if (progress_shown) std::fprintf(stderr, "\n");
+      out.probes = probes::snapshot();
       out.recorded = record;
       if (!out.result.ok() && !record) {
         const sim::RunResult again = sim::run_scenario(sim::RunRequest{.scenario = &s,
@@ -247,6 +253,8 @@ int run_command(const RunCommand& c) {
     auto consume = [&](uint64_t i, uint64_t seed, SeedRun& run) {
       const sim::RunResult& r = run.result;
       ++tried;
+      probes::accumulate(probe_total, run.probes);
+      const probes::Snapshot& probe_run = run.probes;
       total_ops += r.stats.ops;
       const bool is_vacuous = !sim::vacuous_reason(s, r).empty();
       if (is_vacuous) ++vacuous;
@@ -273,6 +281,11 @@ int run_command(const RunCommand& c) {
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
+        nlohmann::json hit = nlohmann::json::object();
+        for (const probes::Count& p : probe_run) {
+          if (p.count > 0) hit[std::string(p.name)] = p.count;
+        }
+        j["probes_hit"] = std::move(hit);
         if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
         std::fprintf(report, "%s\n", j.dump().c_str());
       } else if (!sweep || !r.ok()) {
@@ -323,6 +336,12 @@ int run_command(const RunCommand& c) {
               ? ""
               : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
     }
+    if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
+    if (c.json) {
+      std::fprintf(report, "%s\n", probe_report_json(probe_total, tried).dump().c_str());
+    } else {
+      std::fprintf(report, "%s", probe_report_text(probe_total, tried).c_str());
+    }
     if (failures > 0) return kExitViolation;
     return tried > 0 && vacuous == tried ? kExitVacuous : kExitOk;
   } catch (const InputError& e) {
@@ -332,6 +351,10 @@ int run_command(const RunCommand& c) {
 
 int replay_command(const ReplayCommand& c) {
   try {
+    // Calls recorded by the Python module (sim/call_trace.h).
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_replay_command(c.trace, c.json, c.expect_clean);
+    }
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind == "workload") {
@@ -494,6 +517,9 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
 
 int shrink_command(const ShrinkCommand& c) {
   try {
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_shrink_command(c.trace, c.out, c.max_replays, c.json);
+    }
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
