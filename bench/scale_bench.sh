@@ -31,7 +31,7 @@ measure() {
 echo "kvsim: $kvsim; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== kvsim run scenarios/mooncake_synthetic.json (every check: content, amortized full walk)"
 measure "mooncake_synthetic run" "${pin[@]}" "$kvsim" run "$here/scenarios/mooncake_synthetic.json"
-grep -E "ok|hash" "$tmp/out" | sed 's/^/    /'
+grep -E "seed [0-9]+: |event hash" "$tmp/out" | sed 's/^/    /'
 
 echo "== 3x Mooncake trace (bench/mooncake_repeat.sh: 3 copies, ids and timestamps offset)"
 "$here/bench/mooncake_repeat.sh" "$here/traces/public/mooncake_synthetic_trace.jsonl" "$tmp/x3.jsonl" 3 |
@@ -44,16 +44,16 @@ sed -e "s|\"../traces/public/mooncake_synthetic_trace.jsonl\"|\"$tmp/x3.jsonl\"|
     -e 's|"requests": 3993|"requests": 11979|' -e 's|"name": "mooncake_synthetic"|"name": "mooncake_x3"|' \
     "$here/scenarios/mooncake_synthetic.json" > "$tmp/x3.json"
 measure "run x3 (scenario on the trace)" "${pin[@]}" "$kvsim" run "$tmp/x3.json"
-grep -E "ok|hash" "$tmp/out" | sed 's/^/    /'
+grep -E "seed [0-9]+: |event hash" "$tmp/out" | sed 's/^/    /'
 measure "replay x3 (imported workload)" "${pin[@]}" "$kvsim" replay "$tmp/x3.workload.jsonl"
-grep -E "ok|hash" "$tmp/out" | sed 's/^/    /'
+grep -E "seed [0-9]+: |event hash" "$tmp/out" | sed 's/^/    /'
 
 echo "== kvsim run --seeds 200 (default scenario), -j 1 vs -j 2"
 measure "seeds 200 -j 1" "$kvsim" run --seeds 200 -j 1 --no-progress
 j1=$(cut -d' ' -f1 "$tmp/times" | sort -n | sed -n "$(( (runs + 1) / 2 ))p")
-tail -1 "$tmp/out" | sed 's/^/    /'
+grep "seeds from" "$tmp/out" | sed 's/^/    /'
 measure "seeds 200 -j 2" "$kvsim" run --seeds 200 -j 2 --no-progress
 j2=$(cut -d' ' -f1 "$tmp/times" | sort -n | sed -n "$(( (runs + 1) / 2 ))p")
-tail -1 "$tmp/out" | sed 's/^/    /'
+grep "seeds from" "$tmp/out" | sed 's/^/    /'
 awk -v a="$j1" -v b="$j2" 'BEGIN { printf "    speed-up -j 2 over -j 1: %.2fx\n", a / b }'
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
