@@ -6,8 +6,10 @@ namespace kvsim::sim {
 
 RunResult run_scenario(const RunRequest& request) {
   const Scenario& s = *request.scenario;
-  std::vector<Arrival> arrivals =
-      request.arrivals != nullptr ? *request.arrivals : generate_workload(s, request.seed);
+  // Streamed: the run holds the requests in flight, never the whole workload.
+  std::unique_ptr<ArrivalSource> arrivals = request.arrivals != nullptr
+                                                ? list_source(*request.arrivals)
+                                                : workload_source(s, request.seed);
   OpSink sink;
   if (request.record != nullptr || request.checks != nullptr || request.progress) {
     sink = [record = request.record, checks = request.checks, progress = request.progress,

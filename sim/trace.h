@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,7 +64,31 @@ struct OpTrace {
   int64_t version = kTraceVersion;
 };
 
+// Arrivals with a recipe are written as "segments" (compact), others as "prompt" tokens; the
+// reader takes both and keeps recipes unexpanded until the request arrives.
 void write_workload_trace(const std::string& path, const WorkloadTrace& trace);
+nlohmann::json arrival_json(const Arrival& a);
+
+// Writes a workload trace one arrival at a time (gen and import stream into it).
+// "-" writes to standard output; a file appears only when close() succeeds.
+class WorkloadTraceWriter {
+ public:
+  WorkloadTraceWriter(const std::string& path, const Scenario& scenario, uint64_t seed);
+  ~WorkloadTraceWriter();  // without close(): the partial file is removed
+  WorkloadTraceWriter(const WorkloadTraceWriter&) = delete;
+  WorkloadTraceWriter& operator=(const WorkloadTraceWriter&) = delete;
+  void add(const Arrival& a);
+  void close();  // an InputError if anything failed to write
+  int64_t count() const { return count_; }
+
+ private:
+  std::ostream& out();
+  std::string path_;
+  std::string tmp_;  // "" for standard output
+  std::ofstream file_;
+  int64_t count_ = 0;
+  bool closed_ = false;
+};
 void write_op_trace(const std::string& path, const OpTrace& trace);
 
 // Reads either kind; `kind` tells which one it was ("workload" or "ops").
