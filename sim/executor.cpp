@@ -10,8 +10,9 @@ namespace kvsim::sim {
 
 Executor::Executor(const Scenario& scenario, uint64_t seed)
     : scenario_(scenario), gpu_rng_(rng_stream(seed, "executor.gpu")) {
-  if (scenario_.storage) storage_ = std::make_unique<MemoryStorage>();
-  cache_ = std::make_unique<HiCache>(backend_, scenario_.cache, storage_.get());
+  if (scenario_.storage) storage_ = std::make_unique<StorageTier>(scenario_);
+  cache_ = std::make_unique<HiCache>(backend_, scenario_.cache,
+                                     storage_ ? storage_->backend() : nullptr);
   const HiCacheOptions& c = scenario_.cache;
   if (scenario_.sparse_index_bytes_per_page > 0) {
     sparse_ = std::make_unique<SparseIndexBuffer>(
@@ -132,7 +133,7 @@ OpOutcome Executor::dispatch(const Op& op) {
     return {true, true};
   }
   if (op.kind == OpKind::kStep) return step(op.target, op.n);
-  if (op.kind == OpKind::kStorage) return storage(op.target);
+  if (op.kind == OpKind::kStorage) return storage(op.target, op.n);
   if (op.kind == OpKind::kTick) {
     if (static_cast<uint64_t>(op.n) < now_) return {};
     now_ = static_cast<uint64_t>(op.n);
@@ -314,8 +315,22 @@ OpOutcome Executor::step(uint32_t stream, int64_t n) {
   return {true, ran > 0};
 }
 
-OpOutcome Executor::storage(uint32_t worker) {
+StorageRunStats Executor::storage_stats() const {
+  return storage_ ? storage_->summary(cache_->stats()) : StorageRunStats{};
+}
+
+OpOutcome Executor::storage(uint32_t worker, int64_t fault) {
   if (!cache_->storage_enabled()) return {};
+  const auto f = static_cast<StorageFault>(fault);
+  if (f == StorageFault::kSlowIo) {
+    storage_->faults().count_slow_io();
+    return {true, false};  // the worker is busy with a slow request: no progress this step
+  }
+  storage_->faults().arm(f);
+  struct Disarm {
+    FaultyStorage& faults;
+    ~Disarm() { faults.disarm(); }
+  } disarm{storage_->faults()};
   bool did = false;
   switch (worker) {
     case 0:

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include <cstdio>
 #include <string>
@@ -11,6 +12,7 @@
 #include "sim/mooncake.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "sim/storage_tier.h"
 
 namespace kvsim::tools {
 namespace {
@@ -37,6 +39,47 @@ void progress(uint64_t done, uint64_t total, uint64_t failures) {
   std::fflush(stderr);
 }
 
+// The storage flags of `kvsim run`; directory problems are reported before any run.
+void apply_storage_flags(const RunCommand& c, sim::Scenario& s) {
+  if (!c.storage_dir.empty()) {
+    const std::string problem = sim::storage_dir_problem(c.storage_dir);
+    if (!problem.empty()) throw InputError("--storage-dir: " + c.storage_dir + ": " + problem);
+    s.storage = true;
+    s.store.backend = sim::StorageKind::kFile;
+    s.store.dir = c.storage_dir;
+  }
+  if (c.storage_reuse) {
+    if (!s.storage || s.store.backend != sim::StorageKind::kFile || s.store.dir.empty()) {
+      throw InputError("--storage-reuse: needs a file store in a directory (--storage-dir DIR)");
+    }
+    s.store.reuse = true;
+  }
+  sim::check_storage_dir(s);
+}
+
+// A trace of a run on a reused store keeps that store next to it (<trace>.store): replay and
+// shrink use it when it is there (sim/storage_tier.h).
+std::string trace_store(const std::string& trace_path) {
+  return trace_path + ".store";
+}
+
+void use_trace_store(sim::Scenario& s, const std::string& trace_path) {
+  std::error_code ec;
+  if (s.storage && !s.store.digest.empty() &&
+      std::filesystem::is_directory(trace_store(trace_path), ec)) {
+    s.store.dir = trace_store(trace_path);
+  }
+}
+
+void save_trace_store(const std::filesystem::path& from, const std::string& trace_path) {
+  const std::filesystem::path to = trace_store(trace_path);
+  std::error_code ec;
+  std::filesystem::remove_all(to, ec);
+  std::filesystem::create_directories(to, ec);
+  if (ec) throw InputError(to.string() + ": " + ec.message());
+  sim::copy_store_pages(from, to);
+}
+
 }  // namespace
 
 int run_command(const RunCommand& c) {
@@ -45,6 +88,7 @@ int run_command(const RunCommand& c) {
     if (c.full_every > 0) s.check.full_every = c.full_every;
     if (c.no_faults) s.faults.enabled = false;
     if (c.no_content) s.check.content = false;
+    apply_storage_flags(c, s);
     std::vector<sim::Arrival> given;
     uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
     if (!c.workload.empty()) {
@@ -95,7 +139,12 @@ int run_command(const RunCommand& c) {
                      s.name + "-seed" + std::to_string(seed) + ".trace.jsonl";
       }
       if (!trace_path.empty()) {
-        sim::write_op_trace(trace_path, sim::OpTrace{.scenario = s,
+        sim::Scenario traced = s;
+        if (!r.storage.start_digest.empty()) {  // a reused store: keep what the run started on
+          traced.store.digest = r.storage.start_digest;
+          save_trace_store(r.storage.start_snapshot->path(), trace_path);
+        }
+        sim::write_op_trace(trace_path, sim::OpTrace{.scenario = traced,
                                                      .seed = seed,
                                                      .ops = ops,
                                                      .event_hash = r.event_hash,
@@ -146,6 +195,7 @@ int replay_command(const ReplayCommand& c) {
       r = sim::run_scenario(
           sim::RunRequest{.scenario = s, .seed = seed, .arrivals = &t.workload.arrivals});
     } else {
+      use_trace_store(t.ops.scenario, c.trace);
       s = &t.ops.scenario;
       seed = t.ops.seed;
       r = sim::replay_ops(t.ops);
@@ -226,11 +276,18 @@ int shrink_command(const ShrinkCommand& c) {
   try {
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
-    const sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
+    const std::string recorded_dir = t.ops.scenario.store.dir;
+    use_trace_store(t.ops.scenario, c.trace);
+    const std::string store_used = t.ops.scenario.store.dir;
+    sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
     if (!r.reproduced) {
       std::fprintf(stderr, "kvsim: %s: the trace does not fail when replayed; nothing to shrink\n",
                    c.trace.c_str());
       return 1;
+    }
+    if (store_used != recorded_dir) {  // the shrunk trace keeps its store too
+      save_trace_store(store_used, c.out);
+      r.trace.scenario.store.dir = recorded_dir;
     }
     sim::write_op_trace(c.out, r.trace);
     if (c.json) {

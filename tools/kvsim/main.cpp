@@ -43,6 +43,12 @@ int main(int argc, char** argv) {
                    "Stop a sweep after this many seconds of wall time")
       ->check(CLI::NonNegativeNumber);
 
+  run_cmd->add_option("--storage-dir", run.storage_dir,
+                      "Use a file store in this existing directory as the storage tier "
+                      "(emptied first unless --storage-reuse; docs/storage.md)");
+  run_cmd->add_flag("--storage-reuse", run.storage_reuse,
+                    "Start on what the file store holds (its digest goes into traces)");
+
   ReplayCommand replay;
   CLI::App* replay_cmd =
       app.add_subcommand("replay",
