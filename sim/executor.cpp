@@ -321,7 +321,9 @@ StorageRunStats Executor::storage_stats() const {
 
 OpOutcome Executor::storage(uint32_t worker, int64_t fault) {
   if (!cache_->storage_enabled()) return {};
-  const auto f = static_cast<StorageFault>(fault);
+  const auto f = fault > 0 && fault < static_cast<int64_t>(kStorageFaults)
+                     ? static_cast<StorageFault>(fault)
+                     : StorageFault::kNone;
   if (f == StorageFault::kSlowIo) {
     storage_->faults().count_slow_io();
     return {true, false};  // the worker is busy with a slow request: no progress this step

@@ -54,9 +54,9 @@ bool Faults::fire(FaultSite site) {
       site == FaultSite::kForcedRetract) {
     p *= 0.1;  // per iteration these would otherwise kill most requests
   }
-  if (i >= static_cast<size_t>(FaultSite::kStorageReadError) &&
+  if (i >= static_cast<size_t>(FaultSite::kStorageWriteError) &&
       i <= static_cast<size_t>(FaultSite::kStorageSlowIo)) {
-    p *= 0.25;  // per storage step: most pages still make it through
+    p *= 0.25;  // per storage step, busy or not: most pages still make it through
   }
   if (!rng_.chance(p)) return false;
   ++fired_[i];

@@ -73,6 +73,7 @@ nlohmann::json storage_json(const StorageRunStats& st) {
                       {"pages", st.pages},
                       {"bytes", st.bytes},
                       {"evictions", st.evictions},
+                      {"scrubbed_pages", st.scrubbed_pages},
                       {"faults_injected", injected}};
   if (!st.start_digest.empty()) j["start_digest"] = st.start_digest;
   return j;
@@ -154,7 +155,10 @@ std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r) {
         static_cast<long long>(st.written_bytes), static_cast<unsigned long long>(st.pages),
         static_cast<unsigned long long>(st.bytes), static_cast<unsigned long long>(st.evictions));
     out += buf;
-    if (!st.start_digest.empty()) out += "  storage started on a reused store, digest " + st.start_digest + "\n";
+    if (!st.start_digest.empty()) {
+      out += "  storage started on a reused store, digest " + st.start_digest + "; " +
+             std::to_string(st.scrubbed_pages) + " damaged pages removed before the run\n";
+    }
   }
   return out;
 }

@@ -149,7 +149,11 @@ StorageTier::StorageTier(const Scenario& s) {
       throw InputError((s.source.empty() ? std::string("scenario") : s.source) +
                        ": field cache.storage.dir: " + dir.string() + ": " + file->error());
     }
-    if (clear) file->clear();
+    if (clear) {
+      file->clear();
+    } else {
+      scrubbed_ = file->scrub();  // reuse (and its replay): damaged pages never reach the run
+    }
     base_ = std::move(file);
   }
   faulty_ = std::make_unique<FaultyStorage>(*base_);
@@ -175,6 +179,7 @@ StorageRunStats StorageTier::summary(const HiCacheStats& c) const {
   } else if (const auto* file = dynamic_cast<const FileStorage*>(base_.get())) {
     r.evictions = file->evictions();
   }
+  r.scrubbed_pages = scrubbed_;
   r.start_digest = start_digest_;
   r.start_snapshot = snapshot_;
   for (size_t i = 0; i < kStorageFaults; ++i)

@@ -7,7 +7,8 @@
 //  - file with dir, reuse false: the directory's pages are removed first (a run starts from an
 //    empty store, so a seed's event hash does not depend on what earlier runs left).
 //  - file with dir, reuse true: the run starts on what the directory holds. Before it starts,
-//    the pages are copied to a private snapshot and digested (start_digest); a trace of the run
+//    the pages are copied to a private snapshot and digested (start_digest), then the store is
+//    scrubbed (every damaged page removed and counted: scrubbed_pages); a trace of the run
 //    records the digest in cache.storage.digest and the CLI keeps the snapshot next to the trace
 //    (<trace>.store/), so the failure replays.
 //  - file with a digest (a replay of such a trace): the pages of `dir` are copied to a private
@@ -52,6 +53,7 @@ struct StorageRunStats {
   int64_t corrupt_pages = 0, read_errors = 0, write_failures = 0, written_bytes = 0;
   uint64_t pages = 0, bytes = 0;  // what the store holds at the end
   uint64_t evictions = 0;         // pages dropped for the budget
+  uint64_t scrubbed_pages = 0;    // reuse: damaged pages removed before the run started
   std::string start_digest;       // reuse: digest of the store the run started on
   std::shared_ptr<TempDir> start_snapshot;  // reuse: a copy of that store (for the trace)
   std::array<uint64_t, kStorageFaults> injected{};
@@ -83,6 +85,7 @@ class StorageTier {
   std::unique_ptr<TempDir> private_dir_;  // the store itself, when it is private
   std::shared_ptr<TempDir> snapshot_;     // reuse: the store the run started on
   std::string start_digest_;
+  uint64_t scrubbed_ = 0;
 };
 
 }  // namespace kvsim::sim

@@ -249,6 +249,32 @@ bool FileStorage::exists(const PageDigest& key) {
 
 StorageStatus FileStorage::get(const PageDigest& key, std::vector<std::byte>* out) {
   KV_ASSERT(out != nullptr, "StorageBackend::get needs an output buffer");
+  const StorageStatus status = read_page(key, out);
+  if (status == StorageStatus::kOk) touch(key, kHeaderBytes + out->size());
+  return status;
+}
+
+size_t FileStorage::scrub() {
+  if (!ok_) return 0;
+  std::vector<PageDigest> keys;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (is_page_name(name)) keys.push_back(from_hex(std::string_view(name).substr(0, kHexChars)));
+  }
+  std::sort(keys.begin(), keys.end());
+  size_t removed = 0;
+  std::vector<std::byte> payload;
+  for (const PageDigest& key : keys) {
+    if (read_page(key, &payload) == StorageStatus::kCorrupt) {
+      remove(key);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+StorageStatus FileStorage::read_page(const PageDigest& key, std::vector<std::byte>* out) {
   if (!ok_) return StorageStatus::kMiss;
   int fd = -1;
   uint64_t length = 0;
@@ -274,7 +300,6 @@ StorageStatus FileStorage::get(const PageDigest& key, std::vector<std::byte>* ou
   if (std::memcmp(header.data() + kChecksumAt, sum.data(), sum.size()) != 0) {
     return StorageStatus::kCorrupt;
   }
-  touch(key, kHeaderBytes + length);
   *out = std::move(payload);
   return StorageStatus::kOk;
 }

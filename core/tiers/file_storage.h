@@ -79,6 +79,9 @@ class FileStorage final : public StorageBackend {
   std::filesystem::path path_of(const PageDigest& key) const;
   // Removes every page file (temp files of other processes are left alone).
   void clear();
+  // Validates every page file (as get() does, without counting a use) and removes the damaged
+  // ones; returns how many it removed.
+  size_t scrub();
   uint64_t evictions() const { return evictions_; }
   uint64_t stale_temps_removed() const { return stale_temps_removed_; }
 
@@ -89,6 +92,7 @@ class FileStorage final : public StorageBackend {
   };
   void touch(const PageDigest& key, uint64_t bytes);
   void forget(const PageDigest& key);
+  StorageStatus read_page(const PageDigest& key, std::vector<std::byte>* out);
   StorageStatus write_file(const std::filesystem::path& tmp, std::span<const char> header,
                            std::span<const std::byte> payload);
 
