@@ -65,7 +65,8 @@ std::string storage_dir_problem(const std::string& dir);
 void check_storage_dir(const Scenario& s);
 // SHA-256 (hex) over the page files of `dir` in name order: name, size and bytes of each.
 std::string store_digest(const std::filesystem::path& dir);
-// Copies the page files of `from` into the existing directory `to`; returns how many.
+// Copies the page files of `from` into the existing directory `to`; returns how many. A page
+// that another process removes meanwhile is skipped.
 size_t copy_store_pages(const std::filesystem::path& from, const std::filesystem::path& to);
 
 class StorageTier {
