@@ -104,7 +104,8 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       if (r.has("fault")) {
         StorageFault f = StorageFault::kNone;
         const std::string fault = r.string("fault", "none");
-        if (!parse_storage_fault(fault, &f)) r.fail("fault", "\"" + fault + "\" is not a storage fault");
+        if (!parse_storage_fault(fault, &f))
+          r.fail("fault", "\"" + fault + "\" is not a storage fault");
         op.n = static_cast<int64_t>(f);
       }
       break;

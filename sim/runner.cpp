@@ -59,7 +59,8 @@ RunResult replay_ops(const OpTrace& trace, const ExecutorSetup& setup) {
 nlohmann::json storage_json(const StorageRunStats& st) {
   nlohmann::json injected = nlohmann::json::object();
   for (size_t i = 1; i < kStorageFaults; ++i) {
-    if (st.injected[i] > 0) injected[std::string(to_string(static_cast<StorageFault>(i)))] = st.injected[i];
+    if (st.injected[i] > 0)
+      injected[std::string(to_string(static_cast<StorageFault>(i)))] = st.injected[i];
   }
   nlohmann::json j = {{"backend", st.backend},
                       {"query_hit_pages", st.query_hit_pages},

@@ -29,7 +29,7 @@ void parse_storage(JsonReader& cache, Scenario& s) {
   StorageOptions& o = s.store;
   s.storage = r.boolean("enabled", true);
   o.backend = r.choice("backend", "memory", {"memory", "file"}) == "file" ? StorageKind::kFile
-                                                                           : StorageKind::kMemory;
+                                                                          : StorageKind::kMemory;
   o.dir = r.string("dir", "");
   o.capacity_bytes = r.integer("capacity_bytes", 0, 0, int64_t{1} << 50);
   o.durable = r.boolean("durable", false);
@@ -39,7 +39,9 @@ void parse_storage(JsonReader& cache, Scenario& s) {
     r.fail("reuse", "needs a dir (without one the file store is a private temporary directory)");
   }
   if (o.backend == StorageKind::kMemory && (!o.dir.empty() || o.durable || o.reuse)) {
-    r.fail(!o.dir.empty() ? "dir" : o.durable ? "durable" : "reuse",
+    r.fail(!o.dir.empty() ? "dir"
+           : o.durable    ? "durable"
+                          : "reuse",
            "applies to the file backend only");
   }
   r.finish();

@@ -71,11 +71,11 @@ enum class StorageKind : uint8_t { kMemory = 0, kFile = 1 };
 
 struct StorageOptions {
   StorageKind backend = StorageKind::kMemory;
-  std::string dir;              // kFile: the directory (must exist, be writable)
-  int64_t capacity_bytes = 0;   // 0 = unlimited; LRU eviction beyond it
-  bool durable = false;         // kFile: fsync page and directory around the rename
-  bool reuse = false;           // kFile: start on what the directory holds (else: emptied)
-  std::string digest;           // set in traces of runs on a reused store (sim/storage_setup.h)
+  std::string dir;             // kFile: the directory (must exist, be writable)
+  int64_t capacity_bytes = 0;  // 0 = unlimited; LRU eviction beyond it
+  bool durable = false;        // kFile: fsync page and directory around the rename
+  bool reuse = false;          // kFile: start on what the directory holds (else: emptied)
+  std::string digest;          // set in traces of runs on a reused store (sim/storage_tier.h)
   bool operator==(const StorageOptions&) const = default;
 };
 

@@ -102,8 +102,9 @@ size_t copy_store_pages(const fs::path& from, const fs::path& to) {
   for (const fs::path& p : page_files(from)) {
     std::error_code ec;
     fs::copy_file(p, to / p.filename(), fs::copy_options::overwrite_existing, ec);
-    if (ec == std::errc::no_such_file_or_directory && !fs::exists(p)) continue;  // evicted by
-                                                                                // another writer
+    if (ec == std::errc::no_such_file_or_directory && !fs::exists(p))
+      continue;  // evicted by
+                 // another writer
     if (ec) {
       throw InputError("cannot copy " + p.string() + " to " + to.string() + ": " + ec.message());
     }

@@ -349,8 +349,8 @@ StorageStatus FileStorage::set(const PageDigest& key, std::span<const std::byte>
   std::memcpy(header.data() + kChecksumAt, sum.data(), sum.size());
   std::memcpy(header.data() + kKeyAt, key.data(), key.size());
 
-  const fs::path tmp = dir_ / (to_hex(key) + std::string(kTempInfix) +
-                               std::to_string(::getpid()) + "." + std::to_string(++temp_counter_));
+  const fs::path tmp = dir_ / (to_hex(key) + std::string(kTempInfix) + std::to_string(::getpid()) +
+                               "." + std::to_string(++temp_counter_));
   if (write_file(tmp, header, payload) != StorageStatus::kOk) return StorageStatus::kIoError;
   const fs::path target = path_of(key);
   if (::rename(tmp.c_str(), target.c_str()) != 0) {

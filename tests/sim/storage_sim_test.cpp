@@ -93,8 +93,8 @@ PageDigest key_of_file(const fs::path& p) {
 // --- The field ----------------------------------------------------------------------------
 
 TEST(StorageField, BooleanAndObjectFormsParseAndRoundTrip) {
-  Scenario plain = parse_scenario(parse_json(R"({"name": "x", "cache": {"storage": true}})", "s"),
-                                  "s");
+  Scenario plain =
+      parse_scenario(parse_json(R"({"name": "x", "cache": {"storage": true}})", "s"), "s");
   EXPECT_TRUE(plain.storage);
   EXPECT_EQ(plain.store, StorageOptions{});
   EXPECT_EQ(to_json(plain)["cache"]["storage"], true);  // older traces keep their text
@@ -141,8 +141,8 @@ TEST_F(StoreDir, BadDirectoriesAreInputErrorsNamingTheFieldAndTheOsReason) {
     check_storage_dir(s);
     FAIL() << "a missing directory was accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "x.json: field cache.storage.dir: " + s.store.dir +
-                                         ": No such file or directory");
+    EXPECT_EQ(std::string(e.what()),
+              "x.json: field cache.storage.dir: " + s.store.dir + ": No such file or directory");
   }
   std::ofstream(dir_ / "file") << "x";
   s.store.dir = (dir_ / "file").string();
@@ -312,12 +312,22 @@ TEST_F(StoreDir, PagesDamagedBetweenRunsAreNeverServedAreRemovedAndTheStoreHeals
     std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     in.close();
     switch ((i / 4) % 6) {
-      case 0: bytes.back() ^= 1; break;                      // flipped payload byte
-      case 1: bytes[25] ^= 1; break;                         // flipped checksum byte
-      case 2: bytes[0] = 'X'; break;                         // wrong magic
-      case 3: bytes.resize(bytes.size() / 2); break;         // truncated
-      case 4: bytes.clear(); break;                          // zero length
-      case 5: {                                              // another page's file
+      case 0:
+        bytes.back() ^= 1;
+        break;  // flipped payload byte
+      case 1:
+        bytes[25] ^= 1;
+        break;  // flipped checksum byte
+      case 2:
+        bytes[0] = 'X';
+        break;  // wrong magic
+      case 3:
+        bytes.resize(bytes.size() / 2);
+        break;  // truncated
+      case 4:
+        bytes.clear();
+        break;   // zero length
+      case 5: {  // another page's file
         std::ifstream other(files[i + 1], std::ios::binary);
         bytes.assign(std::istreambuf_iterator<char>(other), std::istreambuf_iterator<char>());
         break;

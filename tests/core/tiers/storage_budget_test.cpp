@@ -57,7 +57,7 @@ TEST(MemoryStorageBudget, BytesStayWithinTheBudgetAndTheLeastRecentlyUsedGoFirst
   ASSERT_EQ(mem.set(key_of(2), payload(100, 2)), StorageStatus::kOk);
   ASSERT_EQ(mem.set(key_of(3), payload(100, 3)), StorageStatus::kOk);
   std::vector<std::byte> out;
-  ASSERT_EQ(mem.get(key_of(1), &out), StorageStatus::kOk);  // 2 is now least recent
+  ASSERT_EQ(mem.get(key_of(1), &out), StorageStatus::kOk);             // 2 is now least recent
   ASSERT_EQ(mem.set(key_of(4), payload(150, 4)), StorageStatus::kOk);  // needs two to go
   EXPECT_TRUE(mem.exists(key_of(1)));
   EXPECT_FALSE(mem.exists(key_of(2)));
@@ -86,7 +86,7 @@ TEST(MemoryStorageChecksum, DamagedBytesAreCorruptNeverServed) {
   std::vector<std::byte> out{std::byte{42}};
   EXPECT_EQ(mem.get(key_of(1), &out), StorageStatus::kCorrupt);
   EXPECT_EQ(out, std::vector<std::byte>{std::byte{42}});  // untouched
-  stored->resize(4);                                       // a torn page
+  stored->resize(4);                                      // a torn page
   EXPECT_EQ(mem.get(key_of(1), &out), StorageStatus::kCorrupt);
   mem.remove(key_of(1));
   EXPECT_EQ(mem.usage().bytes, 0u);  // accounting follows what was stored, not the damage

@@ -232,7 +232,7 @@ TEST_F(FileStorageTest, ADamagedPayloadExistsUntilGetFindsItOutAndRemoveThenSetR
   std::vector<char> bytes = read_all(p);
   bytes.back() ^= 1;
   write_all(p, bytes);
-  EXPECT_TRUE(file.exists(key_of(1)));  // the header is intact
+  EXPECT_TRUE(file.exists(key_of(1)));                           // the header is intact
   EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kOk);  // dedup keeps it
   EXPECT_EQ(get_one(file), StorageStatus::kCorrupt);
   file.remove(key_of(1));
