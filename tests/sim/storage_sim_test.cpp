@@ -162,7 +162,7 @@ TEST_P(StorageFaultSweep, EveryStorageFaultFiresAndTheOracleHolds) {
   s.faults.fire_probability = 0.05;
   std::array<uint64_t, kStorageFaults> injected{};
   StorageRunStats total;
-  for (uint64_t seed = 1; seed <= 16; ++seed) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
     const RunResult r = run(s, seed);
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation->invariant << ": "
                         << r.violation->detail;
