@@ -156,6 +156,14 @@ std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r) {
         static_cast<long long>(st.written_bytes), static_cast<unsigned long long>(st.pages),
         static_cast<unsigned long long>(st.bytes), static_cast<unsigned long long>(st.evictions));
     out += buf;
+    std::string injected;
+    for (size_t i = 1; i < kStorageFaults; ++i) {
+      if (st.injected[i] == 0) continue;
+      injected += (injected.empty() ? "" : ", ") +
+                  std::string(to_string(static_cast<StorageFault>(i))) + " " +
+                  std::to_string(st.injected[i]);
+    }
+    if (!injected.empty()) out += "  storage faults injected: " + injected + "\n";
     if (!st.start_digest.empty()) {
       out += "  storage started on a reused store, digest " + st.start_digest + "; " +
              std::to_string(st.scrubbed_pages) + " damaged pages removed before the run\n";
