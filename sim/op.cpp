@@ -8,7 +8,7 @@ namespace {
 
 const std::vector<std::string> kOpNames = {
     "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
-    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush"};
+    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush", "liveness"};
 
 }  // namespace
 
@@ -55,6 +55,7 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
+    case OpKind::kLiveness:
       break;
   }
   return j;
@@ -114,6 +115,7 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
+    case OpKind::kLiveness:
       break;
   }
   r.finish();

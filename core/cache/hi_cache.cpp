@@ -1,5 +1,6 @@
 #include "core/cache/hi_cache.h"
 
+#include <stdexcept>
 #include <string>
 
 #include "core/common/assert.h"
@@ -7,15 +8,31 @@
 #include "core/tree/swa_component.h"
 
 namespace kvsim {
+namespace {
+
+// Rounds a pool size down to whole pages; fewer than one page (unless 0 means "default") is a
+// caller error.
+void round_pool_to_pages(int64_t& tokens, int64_t page, const char* field, bool zero_ok) {
+  if (zero_ok && tokens == 0) return;
+  if (tokens < page) {
+    throw std::invalid_argument("HiCache: " + std::string(field) + " = " + std::to_string(tokens) +
+                                " holds no whole page of " + std::to_string(page) + " tokens");
+  }
+  tokens = tokens / page * page;
+}
+
+}  // namespace
 
 HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* storage)
     : backend_(backend), options_(options), storage_(storage) {
   const int64_t page = options_.page_size;
-  KV_ASSERT(page > 0, "page_size must be positive");
-  KV_ASSERT(options_.device_tokens > 0 && options_.device_tokens % page == 0,
-            "device_tokens must be a positive multiple of page_size");
-  KV_ASSERT(options_.host_tokens > 0 && options_.host_tokens % page == 0,
-            "host_tokens must be a positive multiple of page_size");
+  // Caller mistakes in the options are errors, not aborts (docs/sglang-parity.md): pool sizes
+  // are rounded down to whole pages as SGLang's allocator does; less than a page is an error.
+  if (page <= 0) throw std::invalid_argument("HiCache: page_size must be positive");
+  round_pool_to_pages(options_.device_tokens, page, "device_tokens", /*zero_ok=*/false);
+  round_pool_to_pages(options_.host_tokens, page, "host_tokens", /*zero_ok=*/false);
+  round_pool_to_pages(options_.swa_device_tokens, page, "swa_device_tokens", /*zero_ok=*/true);
+  round_pool_to_pages(options_.swa_host_tokens, page, "swa_host_tokens", /*zero_ok=*/true);
   device_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kDevice, options_.device_tokens,
                                                        options_.page_size);
   request_slots_ =
@@ -107,6 +124,8 @@ void HiCache::apply_write_policy(const std::vector<TreeNode*>& hit_nodes) {
 }
 
 std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
+  if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
+  if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - device_slots_->available_size();
   if (shortfall > 0) evict(shortfall);
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
@@ -115,6 +134,7 @@ std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
 }
 
 void HiCache::free_device(const IndexVector& slots) {
+  if (slots.empty()) return;       // documented no-op
   request_slots_->release(slots);  // asserts every page is request-held
   device_slots_->free(slots);
 }

@@ -27,6 +27,8 @@ IndexVector HiCache::path_swa_slots(const TreeNode& node) const {
 std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
   SidePool* pool = side_pool(ComponentType::kSwa);
   KV_ASSERT(pool != nullptr, "alloc_swa without an SWA component");
+  if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
+  if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - pool->device_slots().available_size();
   if (shortfall > 0) evict_swa(shortfall);
   return pool->alloc_for_request(tokens);
@@ -35,6 +37,7 @@ std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
 void HiCache::free_swa(const IndexVector& slots) {
   SidePool* pool = side_pool(ComponentType::kSwa);
   KV_ASSERT(pool != nullptr, "free_swa without an SWA component");
+  if (slots.empty()) return;  // documented no-op
   pool->free_from_request(slots);
 }
 

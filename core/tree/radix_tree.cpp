@@ -120,10 +120,12 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
 }
 
 TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token> rest,
-                             size_t* matched) {
+                             size_t* matched, bool touch_child) {
   auto it = node.children.find(child_key(ns, rest));
   if (it == node.children.end()) return nullptr;
   TreeNode* child = it->second.get();
+  // The back half of a split keeps this stamp (SGLang parity, docs/sglang-parity.md).
+  if (touch_child) touch(*child);
   *matched = common_prefix(child->key, rest);
   if (*matched < child->key.size()) child = split(*child, *matched);
   return child;
@@ -138,7 +140,7 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
     // After a partial match the walk ends by itself: the split node's only child starts
     // with a page that differs from the rest of the key.
     size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n);
+    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/true);
     if (child == nullptr) break;
     path.push_back(child);
     rest = rest.subspan(n);
@@ -210,7 +212,7 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
     size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n);
+    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/true);
     if (child == nullptr) break;
     if (child->evicted()) {
       // KV recomputed after eviction: the request's slots become the node's value again.
@@ -261,7 +263,7 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
     size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n);
+    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/false);
     if (child == nullptr) break;
     if (!child->backed_up()) {
       // A host-only node here would hang under a node with no host copy (invariant 7).
