@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # storage.sh KVSIM DIR SCENARIO: the file store as users run it, across processes.
-#  1. two kvsim processes share one store directory at the same time (--storage-reuse), both
-#     clean, no temp file left behind, and a third run on the result is clean with nothing to
-#     scrub;
+#  1. two kvsim processes share one store directory at the same time (--storage-reuse, no
+#     injected faults: a torn-write fault leaves a torn page on purpose), both clean, no temp
+#     file left behind, and a third run on the result is clean with no damaged page to scrub;
 #  2. a run on the warm store records its trace; the trace replays to the recorded hash from the
 #     store kept next to it (<trace>.store), although the live store has moved on; without that
 #     copy, replay refuses the live store (field cache.storage.digest) instead of running on it.
@@ -15,10 +15,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$kvsim" run "$scenario" --storage-dir "$store" --seed 1 --no-faults >"$dir/fill.out" 2>&1 ||
   fail "filling run: $(cat "$dir/fill.out")"
 
-"$kvsim" run "$scenario" --storage-dir "$store" --storage-reuse --seed 2 --seeds 3 \
+"$kvsim" run "$scenario" --storage-dir "$store" --storage-reuse --seed 2 --seeds 3 --no-faults \
   --no-progress >"$dir/a.out" 2>&1 &
 pa=$!
-"$kvsim" run "$scenario" --storage-dir "$store" --storage-reuse --seed 7 --seeds 3 \
+"$kvsim" run "$scenario" --storage-dir "$store" --storage-reuse --seed 7 --seeds 3 --no-faults \
   --no-progress >"$dir/b.out" 2>&1 &
 pb=$!
 wait $pa; ra=$?
