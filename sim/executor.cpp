@@ -122,8 +122,8 @@ OpOutcome Executor::tick(int64_t now) {
   }
   now_ = static_cast<uint64_t>(now);
   if (now > scenario_.scheduler.max_ticks) {
-    fail("liveness", "run exceeded max_ticks (" + std::to_string(scenario_.scheduler.max_ticks) +
-                         ")");
+    fail("liveness",
+         "run exceeded max_ticks (" + std::to_string(scenario_.scheduler.max_ticks) + ")");
   }
   return {true, true};
 }
