@@ -40,14 +40,18 @@ std::pair<size_t, size_t> blob_range(JsonReader& r, const std::string& key, size
   return {off, n};
 }
 
+// A key: "tok_of" [earlier call, count] (that call's first tokens), then "tok" [offset, count]
+// in the sidecar; or an inline "tokens" array.
 std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size_t index,
                              const std::string& blob) {
   std::vector<Token> out;
-  if (r.has("tok")) {
-    const auto [off, n] = blob_range(r, "tok", sizeof(Token), blob);
-    out.resize(n);
-    std::memcpy(out.data(), blob.data() + off, n * sizeof(Token));
-  } else if (r.has("tok_of")) {
+  if (!r.has("tok") && !r.has("tok_of")) {
+    for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX)) {
+      out.push_back(static_cast<Token>(t));
+    }
+    return out;
+  }
+  if (r.has("tok_of")) {
     const std::vector<int64_t> ref = r.integer_array("tok_of", 0, INT64_MAX);
     if (ref.size() != 2 || ref[0] >= static_cast<int64_t>(index)) {
       r.fail("tok_of", "expected [earlier call, count]");
@@ -56,10 +60,12 @@ std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size
     if (static_cast<size_t>(ref[1]) > src.size())
       r.fail("tok_of", "longer than that call's tokens");
     out.assign(src.begin(), src.begin() + ref[1]);
-  } else {
-    for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX)) {
-      out.push_back(static_cast<Token>(t));
-    }
+  }
+  if (r.has("tok")) {
+    const auto [off, n] = blob_range(r, "tok", sizeof(Token), blob);
+    const size_t at = out.size();
+    out.resize(at + n);
+    std::memcpy(out.data() + at, blob.data() + off, n * sizeof(Token));
   }
   return out;
 }
@@ -294,9 +300,10 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
 bool call_replay_matches(const CallTrace& t, const CallReplay& r) {
   if (r.first_divergence) return false;
   if (!t.end) return !r.violation;  // cut short: every recorded outcome agreed
-  const bool same_violation = t.end->violation.has_value() == r.violation.has_value() &&
-                              (!r.violation || (r.violation->first == t.end->violation->first &&
-                                                r.violation->second == t.end->violation->second));
+  const bool same_violation =
+      t.end->violation.has_value() == r.violation.has_value() &&
+      (!r.violation || (r.violation->first == t.end->violation->first &&
+                        failure_key(r.violation->second) == failure_key(t.end->violation->second)));
   return same_violation && t.end->event_hash == r.event_hash && t.end->nodes == r.nodes &&
          t.end->evictable == r.evictable && t.end->protected_size == r.protected_size;
 }

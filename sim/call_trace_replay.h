@@ -63,7 +63,8 @@ void write_call_trace(const std::string& path, const CallTrace& trace, const Cal
 
 std::string call_replay_text(const std::string& path, const CallTrace& trace, const CallReplay& r);
 nlohmann::json call_replay_json(const CallTrace& trace, const CallReplay& r);
-// Same event hash, same violation (or none), same final sizes as the footer.
+// Same event hash, same violation (or none; its message compared by failure_key, so a core
+// assertion that moved to another line still matches), same final sizes as the footer.
 bool call_replay_matches(const CallTrace& trace, const CallReplay& r);
 
 }  // namespace kvsim::sim

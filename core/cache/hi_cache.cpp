@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/mamba_component.h"
 #include "core/tree/swa_component.h"
 
@@ -146,8 +147,10 @@ int64_t HiCache::available_device_size() const {
 std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
   std::optional<IndexVector> slots = host_slots_->alloc(tokens);
   if (!slots) {
+    KV_PROBE(cache_alloc_host_evicts);
     evict_host(tokens - host_slots_->available_size());
     slots = host_slots_->alloc(tokens);
+    KV_PROBE_IF(!slots, cache_alloc_host_fails);
   }
   return slots;
 }
@@ -156,15 +159,19 @@ int64_t HiCache::write_backup(TreeNode& node) {
   KV_ASSERT(!node.is_root() && !node.evicted() && !node.backed_up(), "nothing to back up");
   if (options_.write_policy != WritePolicy::kWriteBack && !node.parent->is_root() &&
       !node.parent->backed_up()) {
+    KV_PROBE(cache_backup_parent_not_backed);
     return 0;  // backed-up nodes must form a root-closed prefix
   }
   const std::vector<PoolTransfer> extra = backup_transfers(node);
   std::optional<IndexVector> host = controller_->write(*node.full().value, node.id, extra);
   if (!host) {
+    KV_PROBE(cache_backup_evicts_host);
     evict_host(node.token_count() - host_slots_->available_size());
     host = controller_->write(*node.full().value, node.id, extra);
   }
   if (!host) {
+    KV_PROBE(cache_backup_fails);
+    KV_PROBE_IF(!extra.empty(), cache_backup_aux_rollback);
     for (const PoolTransfer& pt : extra)
       side_[static_cast<size_t>(pt.pool)]->host_slots().free(pt.host_indices);
     return 0;
@@ -184,7 +191,10 @@ int64_t HiCache::evict(int64_t device_tokens) {
   int64_t freed = 0;
   while (freed < device_tokens) {
     TreeNode* victim = tree_->next_device_victim();
-    if (victim == nullptr) break;
+    if (victim == nullptr) {
+      KV_PROBE(cache_evict_short);
+      break;
+    }
     freed += victim->token_count();
     evict_device_victim(*victim);
   }
@@ -206,19 +216,27 @@ void HiCache::evict_one_write_back(TreeNode& victim) {
   // Write the leaf to host before dropping its device copy; wait for the copy, since the
   // device slots are freed right after.
   if (write_backup(victim) > 0) {
+    KV_PROBE(cache_evict_write_back);
     flush();
     free_released(tree_->demote(victim));
     return;
   }
   KV_ASSERT(victim.children.empty(), "write_back victim without host room has children");
+  KV_PROBE(cache_evict_write_back_no_room);
   free_released(tree_->remove_device_leaf(victim));
 }
 
 int64_t HiCache::evict_host(int64_t host_tokens) {
   int64_t freed = 0;
+  KV_PROBE_IF(
+      host_tokens > 0 && (!pending_loads_.empty() || !backups_.empty() || !prefetches_.empty()),
+      cache_host_evict_while_protected);
   while (freed < host_tokens) {
     TreeNode* victim = tree_->next_host_victim();
-    if (victim == nullptr) break;
+    if (victim == nullptr) {
+      KV_PROBE(cache_host_evict_short);
+      break;
+    }
     freed += victim->token_count();
     free_released(tree_->remove_host_leaf(*victim));
   }
@@ -252,6 +270,7 @@ void HiCache::finish_write_ack(const TransferAck& ack) {
     KV_ASSERT(node != nullptr, "node with a pending write vanished");
     // Fragments split off the node while the copy ran are published with it.
     for (TreeNode* n = node; !n->is_root() && n->write_through_pending == id; n = n->parent) {
+      KV_PROBE_IF(n != node, cache_write_ack_fragments);
       n->write_through_pending.reset();
     }
     tree_->unlock(it->second.lock);

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -193,9 +194,9 @@ class Tokens {
         }
       }
     }
-    copy_.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      copy_[i] = static_cast<Token>(src[i]);
+    copy_.reserve(n);  // no zero fill: the narrowing copy writes every element once
+    std::transform(src, src + n, std::back_inserter(copy_),
+                   [](int64_t t) { return static_cast<Token>(t); });
     span_ = copy_;
   }
   std::span<const Token> span() const { return span_; }
@@ -259,6 +260,14 @@ class PyTree {
         static int seq = 0;  // a directory: one file per tree
         target +=
             "/kvsim-calls-" + std::to_string(::getpid()) + "-" + std::to_string(seq++) + ".jsonl";
+      }
+      if (const char* env = std::getenv("KVSIM_RECORD_MAX_CALLS");
+          record_max_calls == 0 && env != nullptr && *env != '\0') {
+        char* end = nullptr;
+        record_max_calls = std::strtoull(env, &end, 10);
+        if (end == env || *end != '\0') {
+          throw py::value_error(std::string("KVSIM_RECORD_MAX_CALLS: not a number: ") + env);
+        }
       }
       rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
                                             record_max_calls);
@@ -329,13 +338,14 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
-    std::vector<SlotIndex> slots(n);
+    std::vector<SlotIndex> slots;
+    slots.reserve(n);
     int64_t lowest = 0;
     if (value.data64() != nullptr) {
-      std::copy_n(value.data64(), n, slots.begin());
+      slots.assign(value.data64(), value.data64() + n);
     } else {
       for (size_t i = 0; i < n; ++i)
-        slots[i] = value.at(i);
+        slots.push_back(value.at(i));
     }
     for (size_t i = 0; i < n; ++i)
       lowest = std::min(lowest, slots[i]);

@@ -83,21 +83,21 @@ class CallRecorder {
   // Token and slot arrays go to the binary sidecar (<trace>.bin, little-endian) and the line
   // names them by [byte offset, count]: formatting millions of numbers as text would cost more
   // than the calls. An insert whose key is a prefix of the last match's key names that call.
+  // A match's tokens are written after the core ran it: the hit part is the path to the node
+  // it returned, which the call that last returned that node already holds ("tok_of"), so
+  // only the rest goes to the sidecar ("tok"). The key is kept for the insert that follows.
   void begin_match(Namespace ns, std::span<const Token> tokens) {
     buf_ += "{\"op\":\"match\",\"ns\":";
     num(ns);
-    buf_ += ",\"tok\":";
     last_match_ = next_index();
     last_match_ns_ = ns;
-    last_match_off_ = blob_pos();
-    last_match_len_ = tokens.size();
-    blob_ref(tokens.data(), tokens.size());
+    last_match_tokens_.assign(tokens.begin(), tokens.end());
   }
   void begin_insert(Namespace ns, std::span<const Token> tokens, std::span<const SlotIndex> value) {
     buf_ += "{\"op\":\"insert\",\"ns\":";
     num(ns);
-    if (last_match_ >= 0 && ns == last_match_ns_ && tokens.size() <= last_match_len_ &&
-        same_as_blob(last_match_off_, tokens)) {
+    if (last_match_ >= 0 && ns == last_match_ns_ && tokens.size() <= last_match_tokens_.size() &&
+        std::memcmp(tokens.data(), last_match_tokens_.data(), tokens.size() * sizeof(Token)) == 0) {
       buf_ += ",\"tok_of\":[";
       num(last_match_);
       buf_ += ',';
@@ -129,6 +129,24 @@ class CallRecorder {
     num(n);
   }
   void finish_call(sim::CallKind kind, const sim::CallOutcome* out) {
+    if (kind == sim::CallKind::kMatch) {
+      const std::span<const Token> t = last_match_tokens_;
+      size_t hit = 0;
+      if (out != nullptr && out->amount > 0) {
+        if (const std::optional<int64_t> k = producer_of(out->node)) {
+          hit = static_cast<size_t>(out->amount);
+          buf_ += ",\"tok_of\":[";
+          num(*k);
+          buf_ += ',';
+          num(hit);
+          buf_ += ']';
+        }
+      }
+      if (hit < t.size()) {
+        buf_ += ",\"tok\":";
+        blob_ref(t.data() + hit, t.size() - hit);
+      }
+    }
     if (out != nullptr) {
       switch (kind) {
         case sim::CallKind::kMatch:
@@ -256,12 +274,6 @@ class CallRecorder {
     const auto* bytes = reinterpret_cast<const char*>(data);
     blob_.append(bytes, bytes + items * sizeof(T));
   }
-  bool same_as_blob(size_t offset, std::span<const Token> tokens) const {
-    const size_t bytes = tokens.size() * sizeof(Token);
-    if (offset < blob_written_) return false;  // already flushed: do not read the file back
-    const size_t at = offset - blob_written_;
-    return at + bytes <= blob_.size() && std::memcmp(blob_.data() + at, tokens.data(), bytes) == 0;
-  }
   template <typename T>
   void num(T v) {
     char tmp[24];
@@ -297,8 +309,7 @@ class CallRecorder {
   bool stop_ = false;
   int64_t last_match_ = -1;
   Namespace last_match_ns_ = 0;
-  size_t last_match_off_ = 0;
-  size_t last_match_len_ = 0;
+  std::vector<Token> last_match_tokens_;
   std::string buf_;
   uint64_t calls_ = 0;
   uint64_t max_calls_ = 0;

@@ -1,5 +1,6 @@
 """The SGLang oracle's op stream driven from Python through kvsim.sglang: per request, the same
-hits as SGLang's own RadixCache (tests/data/sglang-oracle/, P=512, 10^6 slots)."""
+hits, insertions and evictions as SGLang's own RadixCache (tests/data/sglang-oracle/, P=512,
+10^6 slots: every column of every one of the 3,993 rows)."""
 
 import os
 
@@ -28,8 +29,10 @@ def test_same_hits_as_sglang_per_request():
     cache, alloc, res, rows = run(512, 10**6)
     oracle = orc.read_rows(ORACLE)
     assert len(rows) == len(oracle) == 3993
-    hit_diff, _, _ = orc.diff_rows(rows, oracle)
+    hit_diff, any_diff, first = orc.diff_rows(rows, oracle)
     assert hit_diff == 0
+    # every column: new tokens, evict requested / freed (whole leaves), slots in use
+    assert any_diff == 0, f"first differing requests: {first}"
     assert sum(r[2] for r in rows) == sum(r[2] for r in oracle) == 8_985_600
     # the replay leaves the cache consistent: nothing locked, every used slot in the tree
     assert cache.protected_size() == 0

@@ -155,6 +155,18 @@ def test_recording_is_bounded(tmp_path):
     assert out.returncode == 0 and "truncated" in out.stdout
 
 
+def test_bound_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVSIM_RECORD_MAX_CALLS", "3")
+    t = kvsim.RadixTree(record=str(tmp_path / "e.jsonl"))
+    for i in range(5):
+        t.insert([i], [i])
+    end, calls = footer(str(tmp_path / "e.jsonl"))
+    assert calls == 3 and end["truncated"]
+    monkeypatch.setenv("KVSIM_RECORD_MAX_CALLS", "lots")
+    with pytest.raises(ValueError, match="KVSIM_RECORD_MAX_CALLS"):
+        kvsim.RadixTree(record=str(tmp_path / "f.jsonl"))
+
+
 def test_bad_recording_target_raises():
     with pytest.raises(RuntimeError, match="cannot open recording file"):
         kvsim.RadixTree(record="/nonexistent-dir/x.jsonl")

@@ -18,6 +18,7 @@
 #include "sim/runner.h"
 #include "sim/shrink.h"
 #include "sim/storage_tier.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -230,9 +231,11 @@ int run_command(const RunCommand& c) {
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
+    probes::Snapshot probe_total;  // code probes reached over the sweep
     for (uint64_t i = 0; i < c.seeds; ++i) {
       if (c.time_budget_s > 0 && elapsed() > c.time_budget_s) break;
       ++tried;
+      probes::reset();
       const uint64_t seed = first_seed + i;
       std::vector<sim::Op> ops;
       std::vector<sim::OpCheck> checks;
@@ -256,6 +259,8 @@ int run_command(const RunCommand& c) {
       }
       const sim::RunResult r = sim::run_scenario(req);
       if (progress_shown) std::fprintf(stderr, "\n");
+      const probes::Snapshot probe_run = probes::snapshot();
+      probes::accumulate(probe_total, probe_run);
       total_ops += r.stats.ops;
       const bool is_vacuous = !sim::vacuous_reason(s, r).empty();
       if (is_vacuous) ++vacuous;
@@ -287,6 +292,11 @@ int run_command(const RunCommand& c) {
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
+        nlohmann::json hit = nlohmann::json::object();
+        for (const probes::Count& p : probe_run) {
+          if (p.count > 0) hit[std::string(p.name)] = p.count;
+        }
+        j["probes_hit"] = std::move(hit);
         if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
         std::fprintf(report, "%s\n", j.dump().c_str());
       } else if (c.seeds == 1 || !r.ok()) {
@@ -323,6 +333,12 @@ int run_command(const RunCommand& c) {
           vacuous == 0
               ? ""
               : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
+    }
+    if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
+    if (c.json) {
+      std::fprintf(report, "%s\n", probe_report_json(probe_total, tried).dump().c_str());
+    } else {
+      std::fprintf(report, "%s", probe_report_text(probe_total, tried).c_str());
     }
     if (failures > 0) return kExitViolation;
     return tried > 0 && vacuous == tried ? kExitVacuous : kExitOk;

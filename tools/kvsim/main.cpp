@@ -12,6 +12,7 @@
 #include "tools/kvsim/cmd_import_sglang.h"
 #include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace {
 
@@ -156,6 +157,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   imp_cmd->add_option("--memory-limit", imp.memory_limit, kMemoryHelp);
 
+  ProbesCommand probes_opts;
+  CLI::App* probes_cmd = app.add_subcommand(
+      "probes",
+      "List the code probes of the core (core/common/probe_list.h); docs/probes.md is "
+      "`kvsim probes --markdown`");
+  probes_cmd->add_flag("--markdown", probes_opts.markdown, "Print docs/probes.md");
+  probes_cmd->add_flag("--json", probes_opts.json, "Print the list as JSON");
+
   // Everything after the subcommand goes to the Python importer as is (its own --help).
   CLI::App* sglang_cmd = app.add_subcommand(
       "import-sglang",
@@ -215,5 +224,6 @@ int main(int argc, char** argv) {
   if (gen_cmd->parsed()) return run_guarded(gen_command, gen);
   if (shrink_cmd->parsed()) return run_guarded(shrink_command, shrink);
   if (imp_cmd->parsed()) return run_guarded(import_mooncake_command, imp);
+  if (probes_cmd->parsed()) return run_guarded(probes_command, probes_opts);
   return kExitInput;
 }
