@@ -398,14 +398,16 @@ StorageRunStats Executor::storage_stats() const {
 
 OpOutcome Executor::storage(uint32_t worker, int64_t fault) {
   if (!cache_->storage_enabled()) return reject("the scenario has no storage tier");
-  const auto f = fault > 0 && fault < static_cast<int64_t>(kStorageFaults)
-                     ? static_cast<StorageFault>(fault)
+  const int64_t code = fault & 0xff;
+  const auto skip = static_cast<uint32_t>((fault >> kStorageFaultSkipShift) & 0xff);
+  const auto f = code > 0 && code < static_cast<int64_t>(kStorageFaults)
+                     ? static_cast<StorageFault>(code)
                      : StorageFault::kNone;
   if (f == StorageFault::kSlowIo) {
     storage_->faults().count_slow_io();
     return {true, false};  // the worker is busy with a slow request: no progress this step
   }
-  storage_->faults().arm(f);
+  storage_->faults().arm(f, skip);
   struct Disarm {
     FaultyStorage& faults;
     ~Disarm() { faults.disarm(); }

@@ -7,8 +7,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kOpNames = {
-    "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
-    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush", "liveness"};
+    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract", "offload",
+    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness"};
 
 }  // namespace
 
@@ -48,7 +48,10 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kStorage:
       j["worker"] = op.target;
-      if (op.n != 0) j["fault"] = to_string(static_cast<StorageFault>(op.n));
+      if (op.n != 0) {
+        j["fault"] = to_string(static_cast<StorageFault>(op.n & 0xff));
+        if ((op.n >> kStorageFaultSkipShift) != 0) j["fault_skip"] = op.n >> kStorageFaultSkipShift;
+      }
       break;
     case OpKind::kTick:
       j["now"] = op.n;
@@ -107,7 +110,8 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
         const std::string fault = r.string("fault", "none");
         if (!parse_storage_fault(fault, &f))
           r.fail("fault", "\"" + fault + "\" is not a storage fault");
-        op.n = static_cast<int64_t>(f);
+        op.n = static_cast<int64_t>(f) |
+               (r.integer("fault_skip", 0, 0, 255) << kStorageFaultSkipShift);
       }
       break;
     case OpKind::kTick:

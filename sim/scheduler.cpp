@@ -103,8 +103,11 @@ void Scheduler::progress_copies_and_storage() {
     const uint64_t units = rng_.below(3);
     for (uint64_t i = 0; i < units; ++i) {
       const StorageFault fault = storage_fault(worker);
-      if (!emit(Op{.kind = OpKind::kStorage, .n = static_cast<int64_t>(fault), .target = worker}))
-        return;
+      int64_t code = static_cast<int64_t>(fault);
+      if (fault >= StorageFault::kReadError && fault <= StorageFault::kWrongSize) {
+        code |= static_cast<int64_t>(rng_.below(4)) << kStorageFaultSkipShift;  // a later page
+      }
+      if (!emit(Op{.kind = OpKind::kStorage, .n = code, .target = worker})) return;
     }
   }
 }

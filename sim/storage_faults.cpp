@@ -77,6 +77,10 @@ bool FaultyStorage::damage(const PageDigest& key, bool torn) {
 }
 
 StorageStatus FaultyStorage::get(const PageDigest& key, std::vector<std::byte>* out) {
+  if (skip_reads_ > 0) {
+    --skip_reads_;
+    return inner_.get(key, out);
+  }
   if (take(StorageFault::kReadError)) return StorageStatus::kIoError;
   if (take(StorageFault::kVanish)) inner_.remove(key);
   if (take(StorageFault::kCorrupt) && !damage(key, /*torn=*/false)) {

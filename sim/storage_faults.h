@@ -28,7 +28,8 @@
 
 namespace kvsim::sim {
 
-// Do not renumber: embedded in op traces (by name) and in Op::n of kStorage ops.
+// Do not renumber: embedded in op traces (by name) and in Op::n of kStorage ops (the fault in
+// the low byte, the reads it skips above it: kStorageFaultSkipShift).
 enum class StorageFault : uint8_t {
   kNone = 0,
   kReadError = 1,
@@ -40,6 +41,7 @@ enum class StorageFault : uint8_t {
   kSlowIo = 7,
 };
 inline constexpr size_t kStorageFaults = 8;
+inline constexpr int kStorageFaultSkipShift = 8;
 
 std::string_view to_string(StorageFault fault);
 // False for an unknown name.
@@ -48,7 +50,12 @@ bool parse_storage_fault(std::string_view name, StorageFault* out);
 class FaultyStorage final : public StorageBackend {
  public:
   explicit FaultyStorage(StorageBackend& inner) : inner_(inner) {}
-  void arm(StorageFault fault) { armed_ = fault; }
+  // A read fault meets the get() after `skip_reads` others in the same step (a later page of
+  // the batch); a write fault meets the next set().
+  void arm(StorageFault fault, uint32_t skip_reads = 0) {
+    armed_ = fault;
+    skip_reads_ = skip_reads;
+  }
   void disarm() { armed_ = StorageFault::kNone; }
   // How often each fault was applied (armed and met its get or set).
   uint64_t injected(StorageFault f) const { return injected_[static_cast<size_t>(f)]; }
@@ -74,6 +81,7 @@ class FaultyStorage final : public StorageBackend {
 
   StorageBackend& inner_;
   StorageFault armed_ = StorageFault::kNone;
+  uint32_t skip_reads_ = 0;
   std::array<uint64_t, kStorageFaults> injected_{};
 };
 

@@ -60,7 +60,7 @@
   X(st_query_partial_hit, "core/cache/hi_cache_storage.cpp", "storage holds a prefix of the prefetch only", "") \
   X(st_prefetch_shrunk, "core/cache/hi_cache_storage.cpp", "a prefetch is shrunk to fit the free host slots", "") \
   X(st_prefetch_no_host, "core/cache/hi_cache_storage.cpp", "a prefetch is revoked: no host room worth a prefetch", "") \
-  X(st_read_fails_mid_prefetch, "core/cache/hi_cache_storage.cpp", "a storage read fails after part of the prefetch was read", "storage read faults hit the first page a storage step reads, and one step reads the whole hit (storage_batch_pages = 128): needs faults on a later page of a step or smaller batches") \
+  X(st_read_fails_mid_prefetch, "core/cache/hi_cache_storage.cpp", "a storage read fails after part of the prefetch was read", "") \
   X(st_read_miss_after_hit, "core/cache/hi_cache_storage.cpp", "a page the hit query found is gone when read (evicted by another writer)", "") \
   X(st_read_io_error, "core/cache/hi_cache_storage.cpp", "a storage read fails with an I/O error (the page is kept)", "") \
   X(st_read_corrupt_removed, "core/cache/hi_cache_storage.cpp", "a page read back damaged or of the wrong size is removed from storage", "") \
