@@ -235,7 +235,7 @@ OpOutcome Executor::arrive(const Op& op) {
   r.arrival_tick = now_;
   live_.insert({r.arrival_tick, r.rid});
   r.tokens.reserve(op.prompt.size() + static_cast<size_t>(r.output_len));
-  r.tokens = op.prompt;
+  r.tokens.assign(op.prompt.begin(), op.prompt.end());
   extend_tokens(r);
   stats_.prompt_tokens += static_cast<int64_t>(op.prompt.size());
   if (cache_->storage_enabled() && scenario_.scheduler.prefetch) {

@@ -6,8 +6,10 @@ namespace kvsim::sim {
 
 RunResult run_scenario(const RunRequest& request) {
   const Scenario& s = *request.scenario;
-  std::vector<Arrival> arrivals =
-      request.arrivals != nullptr ? *request.arrivals : generate_workload(s, request.seed);
+  // Streamed: the run holds the requests in flight, never the whole workload.
+  std::unique_ptr<ArrivalSource> arrivals = request.arrivals != nullptr
+                                                ? list_source(*request.arrivals)
+                                                : workload_source(s, request.seed);
   OpSink sink;
   if (request.record != nullptr || request.checks != nullptr || request.progress) {
     sink = [record = request.record, checks = request.checks, progress = request.progress,
@@ -31,7 +33,8 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
   ReplayReport report;
   Executor executor(trace.scenario, trace.seed);
   if (options.setup) options.setup(executor);
-  const bool chained = trace.checks.size() == trace.ops.size() && !trace.ops.empty();
+  const bool chained =
+      options.check_chain && trace.checks.size() == trace.ops.size() && !trace.ops.empty();
   report.applied.reserve(trace.ops.size());
   for (size_t i = 0; i < trace.ops.size(); ++i) {
     const Op& op = trace.ops[i];

@@ -8,11 +8,11 @@
 
 namespace kvsim::tools {
 
-inline constexpr int kExitOk = 0;          // clean, and something was checked
-inline constexpr int kExitViolation = 1;   // a run or replay found a violation
-inline constexpr int kExitInput = 2;       // bad input: a file, a flag, a resource limit
-inline constexpr int kExitDiffers = 3;     // a replay does not reproduce its recording
-inline constexpr int kExitVacuous = 4;     // clean, but no request finished / nothing checked
+inline constexpr int kExitOk = 0;           // clean, and something was checked
+inline constexpr int kExitViolation = 1;    // a run or replay found a violation
+inline constexpr int kExitInput = 2;        // bad input: a file, a flag, a resource limit
+inline constexpr int kExitDiffers = 3;      // a replay does not reproduce its recording
+inline constexpr int kExitVacuous = 4;      // clean, but no request finished / nothing checked
 inline constexpr int kExitOutOfMemory = 5;  // memory ran out despite the up-front estimate
 // The table `kvsim --help` prints (docs/cli.md has the same).
 const char* exit_code_help();
@@ -21,6 +21,8 @@ struct RunCommand {
   std::string scenario;  // "" = the built-in default
   uint64_t seed = 0;     // 0 = the scenario's seed
   uint64_t seeds = 1;
+  unsigned jobs = 1;  // worker threads for a sweep (results are the same for every value)
+  std::string shard;  // "I/N": run only the seeds at positions I, I+N, ... of the sweep
   bool json = false;
   std::string record;         // write the op trace of the (single) run here
   std::string failure_trace;  // where a failing run writes its op trace ("" = next to cwd)
