@@ -10,8 +10,9 @@ namespace kvsim::sim {
 
 Executor::Executor(const Scenario& scenario, uint64_t seed)
     : scenario_(scenario), gpu_rng_(rng_stream(seed, "executor.gpu")) {
-  if (scenario_.storage) storage_ = std::make_unique<MemoryStorage>();
-  cache_ = std::make_unique<HiCache>(backend_, scenario_.cache, storage_.get());
+  if (scenario_.storage) storage_ = std::make_unique<StorageTier>(scenario_);
+  cache_ = std::make_unique<HiCache>(backend_, scenario_.cache,
+                                     storage_ ? storage_->backend() : nullptr);
   const HiCacheOptions& c = scenario_.cache;
   if (scenario_.sparse_index_bytes_per_page > 0) {
     sparse_ = std::make_unique<SparseIndexBuffer>(
@@ -194,7 +195,7 @@ OpOutcome Executor::dispatch(const Op& op) {
     return {true, true};
   }
   if (op.kind == OpKind::kStep) return step(op.target, op.n);
-  if (op.kind == OpKind::kStorage) return storage(op.target);
+  if (op.kind == OpKind::kStorage) return storage(op.target, op.n);
   if (op.kind == OpKind::kTick) return tick(op.n);
   if (op.kind == OpKind::kLiveness) return liveness();
   auto it = requests_.find(op.rid);
@@ -392,8 +393,26 @@ OpOutcome Executor::step(uint32_t stream, int64_t n) {
   return {true, ran > 0};
 }
 
-OpOutcome Executor::storage(uint32_t worker) {
+StorageRunStats Executor::storage_stats() const {
+  return storage_ ? storage_->summary(cache_->stats()) : StorageRunStats{};
+}
+
+OpOutcome Executor::storage(uint32_t worker, int64_t fault) {
   if (!cache_->storage_enabled()) return reject("the scenario has no storage tier");
+  const int64_t code = fault & 0xff;
+  const auto skip = static_cast<uint32_t>((fault >> kStorageFaultSkipShift) & 0xff);
+  const auto f = code > 0 && code < static_cast<int64_t>(kStorageFaults)
+                     ? static_cast<StorageFault>(code)
+                     : StorageFault::kNone;
+  if (f == StorageFault::kSlowIo) {
+    storage_->faults().count_slow_io();
+    return {true, false};  // the worker is busy with a slow request: no progress this step
+  }
+  storage_->faults().arm(f, skip);
+  struct Disarm {
+    FaultyStorage& faults;
+    ~Disarm() { faults.disarm(); }
+  } disarm{storage_->faults()};
   bool did = false;
   switch (worker) {
     case 0:

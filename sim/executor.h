@@ -31,10 +31,10 @@
 #include "core/pools/cpu_copy.h"
 #include "core/pools/metadata_buffers.h"
 #include "core/pools/sparse_index_buffer.h"
-#include "core/tiers/memory_storage.h"
 #include "sim/op.h"
 #include "sim/rng.h"
 #include "sim/scenario.h"
+#include "sim/storage_tier.h"
 
 namespace kvsim::sim {
 
@@ -120,6 +120,8 @@ class Executor {
   CpuBackend& backend() { return backend_; }
   const std::map<RequestId, SimRequest>& requests() const { return requests_; }
   const SimRequest* request(RequestId rid) const;
+  // The storage tier's counters and contents now (enabled = false without one).
+  StorageRunStats storage_stats() const;
 
  private:
   OpOutcome dispatch(const Op& op);
@@ -140,7 +142,7 @@ class Executor {
   MetadataRecord expected_metadata(const SimRequest& r) const;
   bool check_metadata(const SimRequest& r);
   CpuCopyPools cpu_copy_pools();
-  OpOutcome storage(uint32_t worker);
+  OpOutcome storage(uint32_t worker, int64_t fault);
 
   void extend_tokens(SimRequest& r);
   void release_request_memory(SimRequest& r);  // prefix_hash catches up with tokens
@@ -162,7 +164,7 @@ class Executor {
   Scenario scenario_;
   Rng gpu_rng_;
   CpuBackend backend_;
-  std::unique_ptr<MemoryStorage> storage_;
+  std::unique_ptr<StorageTier> storage_;  // when the scenario has a storage tier
   std::unique_ptr<HiCache> cache_;
   std::unique_ptr<SparseIndexBuffer> sparse_;  // when the scenario has one
   std::unique_ptr<MetadataBuffers> metadata_;  // PD mode

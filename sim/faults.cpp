@@ -20,6 +20,20 @@ std::string_view to_string(FaultSite site) {
       return "storage_stall";
     case FaultSite::kComputeStall:
       return "compute_stall";
+    case FaultSite::kStorageReadError:
+      return "storage_read_error";
+    case FaultSite::kStorageVanish:
+      return "storage_vanish";
+    case FaultSite::kStorageCorrupt:
+      return "storage_corrupt";
+    case FaultSite::kStorageWrongSize:
+      return "storage_wrong_size";
+    case FaultSite::kStorageWriteError:
+      return "storage_write_error";
+    case FaultSite::kStorageTornWrite:
+      return "storage_torn_write";
+    case FaultSite::kStorageSlowIo:
+      return "storage_slow_io";
   }
   return "?";
 }
@@ -39,6 +53,10 @@ bool Faults::fire(FaultSite site) {
   if (site == FaultSite::kAbortWaiting || site == FaultSite::kAbortRunning ||
       site == FaultSite::kForcedRetract) {
     p *= 0.1;  // per iteration these would otherwise kill most requests
+  }
+  if (i >= static_cast<size_t>(FaultSite::kStorageWriteError) &&
+      i <= static_cast<size_t>(FaultSite::kStorageSlowIo)) {
+    p *= 0.25;  // per storage step, busy or not: most pages still make it through
   }
   if (!rng_.chance(p)) return false;
   ++fired_[i];

@@ -22,8 +22,17 @@ enum class FaultSite : uint8_t {
   kForcedRetract = 5,  // a running request is retracted
   kStorageStall = 6,   // storage workers make no progress this iteration
   kComputeStall = 7,   // the forward of this iteration is skipped (the batch is held)
+  // 8..15: reserved for other sites. 16..22: the storage tier's faults, each injected into one
+  // storage step by FaultyStorage (sim/storage_faults.h) and recorded in its op.
+  kStorageReadError = 16,   // a page read fails (EIO)
+  kStorageVanish = 17,      // a page the hit query found is gone when read
+  kStorageCorrupt = 18,     // a page is damaged in the store before it is read
+  kStorageWrongSize = 19,   // a read returns a payload of the wrong size
+  kStorageWriteError = 20,  // a page write fails (ENOSPC, EIO)
+  kStorageTornWrite = 21,   // a page write "succeeds" but leaves a torn page
+  kStorageSlowIo = 22,      // one storage worker's step makes no progress
 };
-inline constexpr size_t kFaultSites = 8;
+inline constexpr size_t kFaultSites = 24;
 
 std::string_view to_string(FaultSite site);
 

@@ -1,6 +1,7 @@
 #include "sim/op.h"
 
 #include "sim/json_reader.h"
+#include "sim/storage_faults.h"
 
 namespace kvsim::sim {
 namespace {
@@ -47,6 +48,10 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kStorage:
       j["worker"] = op.target;
+      if (op.n != 0) {
+        j["fault"] = to_string(static_cast<StorageFault>(op.n & 0xff));
+        if ((op.n >> kStorageFaultSkipShift) != 0) j["fault_skip"] = op.n >> kStorageFaultSkipShift;
+      }
       break;
     case OpKind::kTick:
       j["now"] = op.n;
@@ -104,6 +109,14 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       break;
     case OpKind::kStorage:
       op.target = static_cast<uint32_t>(r.required_integer("worker", 0, 2));
+      if (r.has("fault")) {
+        StorageFault f = StorageFault::kNone;
+        const std::string fault = r.string("fault", "none");
+        if (!parse_storage_fault(fault, &f))
+          r.fail("fault", "\"" + fault + "\" is not a storage fault");
+        op.n = static_cast<int64_t>(f) |
+               (r.integer("fault_skip", 0, 0, 255) << kStorageFaultSkipShift);
+      }
       break;
     case OpKind::kTick:
       op.n = r.required_integer("now", 0, kMax);

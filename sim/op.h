@@ -30,7 +30,8 @@ enum class OpKind : uint8_t {
   kResume = 8,         // PD decode resume: new slots, copy back, check
   kPoll = 9,           // check_hicache_events (write/load acks, prefetch progress)
   kStep = 10,          // run up to `n` ops of backend stream `target`
-  kStorage = 11,       // one unit of storage work: target 0 query, 1 io, 2 backup
+  kStorage = 11,       // one unit of storage work: target 0 query, 1 io, 2 backup; n: the
+                       // injected StorageFault (0 none; sim/storage_faults.h)
   kTick = 12,          // the logical clock moves to `n`
   kFlush = 13,         // wait for every device↔host transfer and consume its acks
   kLiveness = 14,      // end of a scheduler iteration: no live request older than liveness_ticks

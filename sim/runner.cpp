@@ -92,6 +92,7 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
   result.violation = executor.violation();
   result.event_hash = hash;
   result.stats = stats;
+  result.storage = executor.storage_stats();
   result.stats.content_checks = executor.stats().content_checks;
   result.ticks = ticks;
   return report;
@@ -145,6 +146,30 @@ uint64_t faults_total(const RunResult& r) {
   return n;
 }
 
+nlohmann::json storage_json(const StorageRunStats& st) {
+  nlohmann::json injected = nlohmann::json::object();
+  for (size_t i = 1; i < kStorageFaults; ++i) {
+    if (st.injected[i] > 0)
+      injected[std::string(to_string(static_cast<StorageFault>(i)))] = st.injected[i];
+  }
+  nlohmann::json j = {{"backend", st.backend},
+                      {"query_hit_pages", st.query_hit_pages},
+                      {"hit_pages", st.hit_pages},
+                      {"read_bytes", st.read_bytes},
+                      {"miss_pages", st.miss_pages},
+                      {"corrupt_pages", st.corrupt_pages},
+                      {"read_errors", st.read_errors},
+                      {"write_failures", st.write_failures},
+                      {"written_bytes", st.written_bytes},
+                      {"pages", st.pages},
+                      {"bytes", st.bytes},
+                      {"evictions", st.evictions},
+                      {"scrubbed_pages", st.scrubbed_pages},
+                      {"faults_injected", injected}};
+  if (!st.start_digest.empty()) j["start_digest"] = st.start_digest;
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json summary_json(const Scenario& s, uint64_t seed, const RunResult& r) {
@@ -183,6 +208,7 @@ nlohmann::json summary_json(const Scenario& s, uint64_t seed, const RunResult& r
       faults[std::string(to_string(static_cast<FaultSite>(i)))] = r.faults_fired[i];
   }
   j["faults_fired"] = faults;
+  if (r.storage.enabled) j["storage"] = storage_json(r.storage);
   return j;
 }
 
@@ -233,6 +259,33 @@ std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r) {
   out += buf;
   if (r.stats.rejected > 0) {
     out += "  " + std::to_string(r.stats.rejected) + " ops did not apply (rejected)\n";
+  }
+  if (r.storage.enabled) {
+    const StorageRunStats& st = r.storage;
+    std::snprintf(
+        buf, sizeof buf,
+        "  storage (%s): read %lld pages (%lld bytes) of %lld queried; missing %lld, corrupt "
+        "%lld (removed), read errors %lld, write failures %lld; wrote %lld bytes\n"
+        "  storage holds %llu pages, %llu bytes; %llu evicted for the budget\n",
+        st.backend.c_str(), static_cast<long long>(st.hit_pages),
+        static_cast<long long>(st.read_bytes), static_cast<long long>(st.query_hit_pages),
+        static_cast<long long>(st.miss_pages), static_cast<long long>(st.corrupt_pages),
+        static_cast<long long>(st.read_errors), static_cast<long long>(st.write_failures),
+        static_cast<long long>(st.written_bytes), static_cast<unsigned long long>(st.pages),
+        static_cast<unsigned long long>(st.bytes), static_cast<unsigned long long>(st.evictions));
+    out += buf;
+    std::string injected;
+    for (size_t i = 1; i < kStorageFaults; ++i) {
+      if (st.injected[i] == 0) continue;
+      injected += (injected.empty() ? "" : ", ") +
+                  std::string(to_string(static_cast<StorageFault>(i))) + " " +
+                  std::to_string(st.injected[i]);
+    }
+    if (!injected.empty()) out += "  storage faults injected: " + injected + "\n";
+    if (!st.start_digest.empty()) {
+      out += "  storage started on a reused store, digest " + st.start_digest + "; " +
+             std::to_string(st.scrubbed_pages) + " damaged pages removed before the run\n";
+    }
   }
   return out;
 }

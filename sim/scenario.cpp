@@ -19,6 +19,34 @@ WorkloadKind workload_kind(const std::string& s) {
 
 constexpr int64_t kBig = int64_t{1} << 40;
 
+// `storage`: a boolean (the in-memory store), or an object naming the backend.
+void parse_storage(JsonReader& cache, Scenario& s) {
+  if (!cache.has("storage") || !cache.raw("storage").is_object()) {
+    s.storage = cache.boolean("storage", false);
+    return;
+  }
+  JsonReader r = cache.object("storage");
+  StorageOptions& o = s.store;
+  s.storage = r.boolean("enabled", true);
+  o.backend = r.choice("backend", "memory", {"memory", "file"}) == "file" ? StorageKind::kFile
+                                                                          : StorageKind::kMemory;
+  o.dir = r.string("dir", "");
+  o.capacity_bytes = r.integer("capacity_bytes", 0, 0, int64_t{1} << 50);
+  o.durable = r.boolean("durable", false);
+  o.reuse = r.boolean("reuse", false);
+  o.digest = r.string("digest", "");
+  if (o.reuse && o.dir.empty()) {
+    r.fail("reuse", "needs a dir (without one the file store is a private temporary directory)");
+  }
+  if (o.backend == StorageKind::kMemory && (!o.dir.empty() || o.durable || o.reuse)) {
+    r.fail(!o.dir.empty() ? "dir"
+           : o.durable    ? "durable"
+                          : "reuse",
+           "applies to the file backend only");
+  }
+  r.finish();
+}
+
 void parse_cache(JsonReader r, Scenario& s) {
   HiCacheOptions& c = s.cache;
   c.page_size = static_cast<int32_t>(r.integer("page_size", c.page_size, 1, 1 << 16));
@@ -59,7 +87,7 @@ void parse_cache(JsonReader r, Scenario& s) {
   c.mamba_state_bytes =
       static_cast<size_t>(r.integer("mamba_state_bytes", 64, 8, int64_t{1} << 24));
   if (c.mamba_state_bytes % 8 != 0) r.fail("mamba_state_bytes", "must be a multiple of 8");
-  s.storage = r.boolean("storage", false);
+  parse_storage(r, s);
   s.sparse_index_bytes_per_page = r.integer("sparse_index_bytes_per_page", 0, 0, 1 << 20);
   if (s.sparse_index_bytes_per_page % 8 != 0) {
     r.fail("sparse_index_bytes_per_page", "must be a multiple of 8");
@@ -255,6 +283,22 @@ Scenario load_scenario(const std::string& path) {
   return s;
 }
 
+// The boolean form when it says everything (older traces and scenarios keep their text).
+static nlohmann::json storage_json(const Scenario& s) {
+  const StorageOptions& o = s.store;
+  if (o == StorageOptions{}) return s.storage;
+  nlohmann::json j = {{"enabled", s.storage},
+                      {"backend", o.backend == StorageKind::kFile ? "file" : "memory"},
+                      {"capacity_bytes", o.capacity_bytes}};
+  if (o.backend == StorageKind::kFile) {
+    j["dir"] = o.dir;
+    j["durable"] = o.durable;
+    j["reuse"] = o.reuse;
+  }
+  if (!o.digest.empty()) j["digest"] = o.digest;
+  return j;
+}
+
 nlohmann::json to_json(const Scenario& s) {
   const HiCacheOptions& c = s.cache;
   nlohmann::json cache = {
@@ -275,7 +319,7 @@ nlohmann::json to_json(const Scenario& s) {
       {"mamba_host_states", c.mamba_host_states},
       {"mamba_layer_count", c.mamba_layer_count},
       {"mamba_state_bytes", c.mamba_state_bytes},
-      {"storage", s.storage},
+      {"storage", storage_json(s)},
       {"sparse_index_bytes_per_page", s.sparse_index_bytes_per_page},
       {"prefetch_threshold_tokens", c.prefetch_threshold_tokens},
       {"prefetch_stop_policy", to_string(c.prefetch_stop_policy)},

@@ -68,6 +68,19 @@ struct CheckOptions {
   bool content = true;  // model reads are checked against the content oracle
 };
 
+// cache.storage: `true`/`false`, or an object (docs/storage.md).
+enum class StorageKind : uint8_t { kMemory = 0, kFile = 1 };
+
+struct StorageOptions {
+  StorageKind backend = StorageKind::kMemory;
+  std::string dir;             // kFile: the directory (must exist, be writable)
+  int64_t capacity_bytes = 0;  // 0 = unlimited; LRU eviction beyond it
+  bool durable = false;        // kFile: fsync page and directory around the rename
+  bool reuse = false;          // kFile: start on what the directory holds (else: emptied)
+  std::string digest;          // set in traces of runs on a reused store (sim/storage_tier.h)
+  bool operator==(const StorageOptions&) const = default;
+};
+
 struct Scenario {
   std::string name = "default";
   std::string description;
@@ -75,6 +88,7 @@ struct Scenario {
   uint64_t seed = 1;
   HiCacheOptions cache;
   bool storage = false;
+  StorageOptions store;  // how the storage tier is built, when `storage`
   // A DSA/NSA sparse-attention index buffer next to the KV pool (0 = none): bytes per page.
   int64_t sparse_index_bytes_per_page = 0;
   WorkloadOptions workload;

@@ -44,6 +44,7 @@ RunResult Scheduler::run() {
   result.violation = executor_.failed() ? executor_.violation() : violation_;
   result.event_hash = executor_.event_hash();
   result.stats = executor_.stats();
+  result.storage = executor_.storage_stats();
   result.ticks = static_cast<int64_t>(executor_.now());  // the last tick op: what replay sees
   for (size_t i = 0; i < kFaultSites; ++i)
     result.faults_fired[i] = faults_.fired(static_cast<FaultSite>(i));
@@ -110,9 +111,41 @@ void Scheduler::progress_copies_and_storage() {
   for (uint32_t worker = 0; worker < 3; ++worker) {
     const uint64_t units = rng_.below(3);
     for (uint64_t i = 0; i < units; ++i) {
-      if (!emit(Op{.kind = OpKind::kStorage, .target = worker})) return;
+      const StorageFault fault = storage_fault(worker);
+      int64_t code = static_cast<int64_t>(fault);
+      if (fault >= StorageFault::kReadError && fault <= StorageFault::kWrongSize) {
+        code |= static_cast<int64_t>(rng_.below(4)) << kStorageFaultSkipShift;  // a later page
+      }
+      if (!emit(Op{.kind = OpKind::kStorage, .n = code, .target = worker})) return;
     }
   }
+}
+
+// True when a prefetch has pages left to read: a read fault now meets a read.
+bool Scheduler::reading_storage() {
+  for (const auto& [rid, op] : executor_.cache().prefetches()) {
+    if (op.state == PrefetchOp::State::kTransfer && !op.terminated &&
+        op.completed_tokens < op.hit_tokens) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// At most one storage fault per step, of a kind the worker meets: reads for the I/O worker,
+// writes for the backup worker; any worker may be slow.
+StorageFault Scheduler::storage_fault(uint32_t worker) {
+  if (faults_.fire(FaultSite::kStorageSlowIo)) return StorageFault::kSlowIo;
+  if (worker == 1 && reading_storage()) {
+    if (faults_.fire(FaultSite::kStorageReadError)) return StorageFault::kReadError;
+    if (faults_.fire(FaultSite::kStorageVanish)) return StorageFault::kVanish;
+    if (faults_.fire(FaultSite::kStorageCorrupt)) return StorageFault::kCorrupt;
+    if (faults_.fire(FaultSite::kStorageWrongSize)) return StorageFault::kWrongSize;
+  } else if (worker == 2) {
+    if (faults_.fire(FaultSite::kStorageWriteError)) return StorageFault::kWriteError;
+    if (faults_.fire(FaultSite::kStorageTornWrite)) return StorageFault::kTornWrite;
+  }
+  return StorageFault::kNone;
 }
 
 void Scheduler::inject_aborts() {

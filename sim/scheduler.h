@@ -28,6 +28,7 @@
 
 #include "sim/executor.h"
 #include "sim/faults.h"
+#include "sim/storage_faults.h"
 #include "sim/workload.h"
 
 namespace kvsim::sim {
@@ -45,6 +46,7 @@ struct RunResult {
   ExecutorStats stats;
   int64_t ticks = 0;
   std::array<uint64_t, kFaultSites> faults_fired{};
+  StorageRunStats storage;               // the storage tier at the end of the run
   std::vector<RequestHit> request_hits;  // by rid; requests that were never admitted are absent
   bool ok() const { return !violation.has_value(); }
 };
@@ -68,6 +70,8 @@ class Scheduler {
   bool decode_or_retract(RequestId rid);
   void inject_aborts();
   void progress_copies_and_storage();
+  StorageFault storage_fault(uint32_t worker);
+  bool reading_storage();
   bool drain();
   bool check_liveness();
   // Takes `rid` out of the running batch: PD offloads it to CPU, otherwise it is retracted

@@ -85,6 +85,15 @@ struct HiCacheStats {
   // Prefetches revoked for lack of host memory while a worthwhile amount was free: always 0
   // on a correct core (sanity_check: "prefetch.abandoned_with_free_memory").
   int64_t prefetch_abandoned_with_free_memory = 0;
+  // Storage tier (pages; bytes are payload bytes). docs/storage.md.
+  int64_t storage_query_hit_pages = 0;  // pages a hit query found (before any read)
+  int64_t storage_hit_pages = 0;        // pages read back intact
+  int64_t storage_read_bytes = 0;       // their bytes
+  int64_t storage_miss_pages = 0;       // query said yes, the read found nothing (evicted)
+  int64_t storage_corrupt_pages = 0;    // read back damaged or of the wrong size: removed
+  int64_t storage_read_errors = 0;      // reads that failed (the page is kept)
+  int64_t storage_write_failures = 0;   // set() failed; the backup stopped there
+  int64_t storage_written_bytes = 0;    // bytes of pages set() accepted (deduplicated too)
 };
 
 class HiCache {

@@ -74,7 +74,12 @@ bool HiCache::storage_backup_step() {
   for (; b.pages_done < end && !failed; ++b.pages_done) {
     const std::vector<std::byte> bytes = read_host_page(b.host_indices, b.pages_done * page);
     failed = storage_->set(b.hashes[b.pages_done], bytes) != StorageStatus::kOk;
-    if (!failed) ++stats_.backed_up_pages;
+    if (failed) {
+      ++stats_.storage_write_failures;
+    } else {
+      ++stats_.backed_up_pages;
+      stats_.storage_written_bytes += static_cast<int64_t>(bytes.size());
+    }
   }
   KV_PROBE_IF(failed, st_backup_set_fails);
   KV_PROBE_IF(!failed && b.pages_done < b.hashes.size(), st_backup_multi_batch);
@@ -131,6 +136,7 @@ bool HiCache::storage_query_step() {
   for (auto& [rid, op] : prefetches_) {
     if (op.state != PrefetchOp::State::kQuery) continue;
     const size_t hit_pages = storage_->batch_exists(op.hashes);
+    stats_.storage_query_hit_pages += static_cast<int64_t>(hit_pages);
     op.hit_tokens = static_cast<int64_t>(hit_pages) * options_.page_size;
     if (op.hit_tokens < options_.prefetch_threshold_tokens) {
       KV_PROBE(st_query_revoked);
@@ -188,13 +194,28 @@ bool HiCache::storage_io_step() {
          ++n) {
       const size_t k = static_cast<size_t>(op.completed_tokens) / page;
       // A miss, an unreadable page or a payload of the wrong size (another model's page, a
-      // foreign writer) all end the prefetch: what was read before it stays usable.
-      if (storage_->get(op.hashes[k], &bytes) != StorageStatus::kOk ||
-          bytes.size() != page_payload_bytes()) {
+      // foreign writer) all end the prefetch: what was read before it stays usable. A damaged
+      // page or one of the wrong size is removed, so the next backup of it rewrites it (the
+      // store heals); an I/O error may be passing, so that page stays.
+      const StorageStatus status = storage_->get(op.hashes[k], &bytes);
+      if (status != StorageStatus::kOk || bytes.size() != page_payload_bytes()) {
         KV_PROBE_IF(op.completed_tokens > 0, st_read_fails_mid_prefetch);
+        if (status == StorageStatus::kMiss) {
+          KV_PROBE(st_read_miss_after_hit);
+          ++stats_.storage_miss_pages;
+        } else if (status == StorageStatus::kIoError) {
+          KV_PROBE(st_read_io_error);
+          ++stats_.storage_read_errors;
+        } else {
+          KV_PROBE(st_read_corrupt_removed);
+          ++stats_.storage_corrupt_pages;
+          storage_->remove(op.hashes[k]);
+        }
         op.terminated = true;
         break;
       }
+      ++stats_.storage_hit_pages;
+      stats_.storage_read_bytes += static_cast<int64_t>(bytes.size());
       write_host_page(*op.host_indices, k * page, bytes);  // written before it is counted
       op.completed_tokens += options_.page_size;
     }

@@ -15,7 +15,7 @@
   X(tree_split_evicted, "core/tree/radix_tree.cpp", "a host-only (device-evicted) node is split", "") \
   X(tree_split_host_protected, "core/tree/radix_tree.cpp", "a node is split while a load, backup or prefetch protects its host copy", "") \
   X(tree_insert_recompute_evicted, "core/tree/radix_tree.cpp", "insert finds an evicted node on its path and gives it the request's recomputed slots", "") \
-  X(tree_insert_host_refused, "core/tree/radix_tree.cpp", "a host insert (prefetch) stops at a node with no host copy", "a finished prefetch never meets a device-only node on its path: needs same-prefix requests inserting while a prefetch runs (hunt's bursts of one prompt)") \
+  X(tree_insert_host_refused, "core/tree/radix_tree.cpp", "a host insert (prefetch) stops at a node with no host copy", "") \
   X(tree_ns_shared_tokens, "core/tree/radix_tree.cpp", "two namespaces hold the same first page under the root", "shared_prompt maps each system prompt to one namespace; needs the same prompts across namespaces (hunt's adversarial workloads)") \
   X(full_lock_skips_evicted, "core/tree/full_component.cpp", "a lock anchored on an evicted node starts at its first device ancestor", "every caller locks a device-resident anchor (admit locks last_device_node, load-back the first device ancestor); only a direct API user locking an evicted node reaches it") \
   X(swa_lock_stops_at_tombstone, "core/tree/swa_component.cpp", "an SWA window lock stops at a node whose SWA value was tombstoned", "") \
@@ -54,18 +54,21 @@
   X(aux_host_evicts_for_side, "core/cache/hi_cache_side_pools.cpp", "a side-pool host allocation evicts host leaves", "") \
   X(aux_backup_skipped, "core/cache/hi_cache_side_pools.cpp", "a write-through backs up the KV without its side-pool data (no side host room)", "") \
   X(st_backup_multi_batch, "core/cache/hi_cache_storage.cpp", "a storage backup takes more than one batch step", "nodes are shorter than storage_batch_pages (128 pages); needs small batches or long nodes (hunt's swarm storage policies)") \
-  X(st_backup_set_fails, "core/cache/hi_cache_storage.cpp", "a storage write fails and stops its backup", "no storage fault site fails a write (the storage-tier issue adds them)") \
+  X(st_backup_set_fails, "core/cache/hi_cache_storage.cpp", "a storage write fails and stops its backup", "") \
   X(st_prefetch_rate_limited, "core/cache/hi_cache_storage.cpp", "a prefetch is refused: prefetch capacity is in use", "") \
   X(st_query_revoked, "core/cache/hi_cache_storage.cpp", "a prefetch is revoked: storage holds less than the threshold", "") \
   X(st_query_partial_hit, "core/cache/hi_cache_storage.cpp", "storage holds a prefix of the prefetch only", "") \
   X(st_prefetch_shrunk, "core/cache/hi_cache_storage.cpp", "a prefetch is shrunk to fit the free host slots", "") \
   X(st_prefetch_no_host, "core/cache/hi_cache_storage.cpp", "a prefetch is revoked: no host room worth a prefetch", "") \
-  X(st_read_fails_mid_prefetch, "core/cache/hi_cache_storage.cpp", "a storage read fails after part of the prefetch was read", "no storage fault site fails a read after a positive hit query (the storage-tier issue adds them)") \
+  X(st_read_fails_mid_prefetch, "core/cache/hi_cache_storage.cpp", "a storage read fails after part of the prefetch was read", "") \
+  X(st_read_miss_after_hit, "core/cache/hi_cache_storage.cpp", "a page the hit query found is gone when read (evicted by another writer)", "") \
+  X(st_read_io_error, "core/cache/hi_cache_storage.cpp", "a storage read fails with an I/O error (the page is kept)", "") \
+  X(st_read_corrupt_removed, "core/cache/hi_cache_storage.cpp", "a page read back damaged or of the wrong size is removed from storage", "") \
   X(st_prefetch_timeout, "core/cache/hi_cache_storage.cpp", "a prefetch is ended by its timeout before completing", "prefetches complete within prefetch_timeout_base_ticks (2,000 ticks); needs long storage stalls or short timeouts (hunt's swarm)") \
-  X(st_prefetch_partial_finish, "core/cache/hi_cache_storage.cpp", "a prefetch finishes with fewer tokens than storage held", "prefetches end only complete (no read faults, no best_effort policy, no timeout hit); needs best_effort or storage read faults") \
+  X(st_prefetch_partial_finish, "core/cache/hi_cache_storage.cpp", "a prefetch finishes with fewer tokens than storage held", "") \
   X(st_prefetch_revoked_early, "core/cache/hi_cache_storage.cpp", "a prefetch ends before host memory was committed", "only the best_effort policy (or a timeout) ends a prefetch before its host memory is committed; no scenario uses best_effort") \
-  X(st_finish_overlap, "core/cache/hi_cache_storage.cpp", "a finished prefetch finds part of its pages already in the tree", "no other request inserts the prefetched pages while a prefetch runs; needs same-prefix bursts with storage (hunt's adversarial workloads)") \
-  X(st_finish_refused, "core/cache/hi_cache_storage.cpp", "a finished prefetch cannot hang its pages under a node without a host copy", "as tree_insert_host_refused") \
+  X(st_finish_overlap, "core/cache/hi_cache_storage.cpp", "a finished prefetch finds part of its pages already in the tree", "") \
+  X(st_finish_refused, "core/cache/hi_cache_storage.cpp", "a finished prefetch cannot hang its pages under a node without a host copy", "") \
   X(st_abort_during_prefetch, "core/cache/hi_cache_storage.cpp", "a request is aborted while its prefetch runs", "") \
   X(req_load_back_declined, "core/cache/request_kv.cpp", "admit asked for a load-back and got none: it uses the device match", "") \
   X(req_extend_swa_fails, "core/cache/request_kv.cpp", "extend got KV slots but no SWA slots, and gives the KV slots back", "") \

@@ -14,7 +14,9 @@
 //     first miss (a prefix's pages are only usable up to the first gap).
 //  5. remove() of an absent key is a no-op. page_count() counts stored pages.
 //  6. Deterministic: no clock, no randomness, no threads; wherever keys are enumerated they are
-//     enumerated in sorted order.
+//     enumerated in sorted order. (FileStorage reads file times only to order the pages it finds
+//     on disk at start and to age out stale temp files; see file_storage.h.)
+//  7. usage() is what the store holds now: pages and payload-plus-format bytes.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +50,11 @@ class StorageBackend {
   virtual StorageStatus set(const PageDigest& key, std::span<const std::byte> payload) = 0;
   virtual void remove(const PageDigest& key) = 0;
   virtual size_t page_count() const = 0;
+  struct Usage {
+    uint64_t pages = 0;
+    uint64_t bytes = 0;
+  };
+  virtual Usage usage() const = 0;
 };
 
 }  // namespace kvsim

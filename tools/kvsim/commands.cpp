@@ -17,6 +17,7 @@
 #include "sim/resources.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "sim/storage_tier.h"
 #include "sim/sweep.h"
 #include "tools/kvsim/probe_report.h"
 
@@ -115,6 +116,54 @@ void progress(uint64_t done, uint64_t total, uint64_t failures) {
   std::fflush(stderr);
 }
 
+// The storage flags of `kvsim run`; directory problems are reported before any run.
+void apply_storage_flags(const RunCommand& c, sim::Scenario& s) {
+  if (!c.storage_dir.empty()) {
+    const std::string problem = sim::storage_dir_problem(c.storage_dir);
+    if (!problem.empty()) throw InputError("--storage-dir: " + c.storage_dir + ": " + problem);
+    s.storage = true;
+    s.store.backend = sim::StorageKind::kFile;
+    s.store.dir = c.storage_dir;
+  }
+  if (c.storage_reuse) {
+    if (!s.storage || s.store.backend != sim::StorageKind::kFile || s.store.dir.empty()) {
+      throw InputError("--storage-reuse: needs a file store in a directory (--storage-dir DIR)");
+    }
+    s.store.reuse = true;
+  }
+  sim::check_storage_dir(s);
+  // Seeds run in parallel would empty and fill one directory under each other.
+  if (c.jobs > 1 && c.seeds > 1 && s.storage && s.store.backend == sim::StorageKind::kFile &&
+      !s.store.dir.empty()) {
+    throw InputError("--jobs: a file store in one directory (" + s.store.dir +
+                     ") runs one seed at a time; use --jobs 1, or drop the directory (each run "
+                     "then gets a private one)");
+  }
+}
+
+// A trace of a run on a reused store keeps that store next to it (<trace>.store): replay and
+// shrink use it when it is there (sim/storage_tier.h).
+std::string trace_store(const std::string& trace_path) {
+  return trace_path + ".store";
+}
+
+void use_trace_store(sim::Scenario& s, const std::string& trace_path) {
+  std::error_code ec;
+  if (s.storage && !s.store.digest.empty() &&
+      std::filesystem::is_directory(trace_store(trace_path), ec)) {
+    s.store.dir = trace_store(trace_path);
+  }
+}
+
+void save_trace_store(const std::filesystem::path& from, const std::string& trace_path) {
+  const std::filesystem::path to = trace_store(trace_path);
+  std::error_code ec;
+  std::filesystem::remove_all(to, ec);
+  std::filesystem::create_directories(to, ec);
+  if (ec) throw InputError(to.string() + ": " + ec.message());
+  sim::copy_store_pages(from, to);
+}
+
 }  // namespace
 
 const char* exit_code_help() {
@@ -157,6 +206,7 @@ int run_command(const RunCommand& c) {
     if (c.full_every > 0) s.check.full_every = c.full_every;
     if (c.no_faults) s.faults.enabled = false;
     if (c.no_content) s.check.content = false;
+    apply_storage_flags(c, s);
     constexpr uint64_t kMaxSeed = INT64_MAX;  // what a trace header can hold
     if (first_seed > kMaxSeed) {
       throw InputError("--seed: " + std::to_string(first_seed) + " is out of range [0, " +
@@ -280,7 +330,12 @@ int run_command(const RunCommand& c) {
         trace_path = unique_trace_path(trace_dir, s.name, seed, r.event_hash);
       }
       if (!trace_path.empty() && run.recorded) {
-        sim::write_op_trace(trace_path, sim::OpTrace{.scenario = s,
+        sim::Scenario traced = s;
+        if (!r.storage.start_digest.empty()) {  // a reused store: keep what the run started on
+          traced.store.digest = r.storage.start_digest;
+          save_trace_store(r.storage.start_snapshot->path(), trace_path);
+        }
+        sim::write_op_trace(trace_path, sim::OpTrace{.scenario = traced,
                                                      .seed = seed,
                                                      .ops = std::move(run.ops),
                                                      .event_hash = r.event_hash,
@@ -391,6 +446,7 @@ int replay_command(const ReplayCommand& c) {
       if (c.expect_clean) return kExitOk;
       return sim::vacuous_reason(s, r).empty() ? kExitOk : kExitVacuous;
     }
+    use_trace_store(t.ops.scenario, c.trace);
     const sim::OpTrace& trace = t.ops;
     const sim::Scenario& s = trace.scenario;
     sim::check_trace_memory(trace, limit, c.trace + ":1");
@@ -539,13 +595,20 @@ int shrink_command(const ShrinkCommand& c) {
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
+    const std::string recorded_dir = t.ops.scenario.store.dir;
+    use_trace_store(t.ops.scenario, c.trace);
+    const std::string store_used = t.ops.scenario.store.dir;
     sim::check_trace_memory(t.ops, limit, c.trace + ":1");
     check_writable(c.out, "--out");
-    const sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
+    sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
     if (!r.reproduced) {
       std::fprintf(stderr, "kvsim: %s: the trace does not fail when replayed; nothing to shrink\n",
                    c.trace.c_str());
       return kExitViolation;
+    }
+    if (store_used != recorded_dir && c.out != "-") {  // the shrunk trace keeps its store
+      save_trace_store(store_used, c.out);
+      r.trace.scenario.store.dir = recorded_dir;
     }
     sim::write_op_trace(c.out, r.trace);
     FILE* report = c.out == "-" ? stderr : stdout;

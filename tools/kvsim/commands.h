@@ -34,6 +34,8 @@ struct RunCommand {
   bool stop_at_first = false;  // stop the sweep at the first failing seed
   uint64_t max_failures = 0;   // stop the sweep after this many failing seeds (0 = never)
   double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
+  std::string storage_dir;     // a file store in this directory (cache.storage)
+  bool storage_reuse = false;  // start on what the store holds (cache.storage.reuse)
   std::string memory_limit;    // "" = half the physical memory
 };
 

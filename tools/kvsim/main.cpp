@@ -110,6 +110,12 @@ int main(int argc, char** argv) {
       "G, T; default: half the physical memory)";
   run_cmd->add_option("--memory-limit", run.memory_limit, kMemoryHelp);
 
+  run_cmd->add_option("--storage-dir", run.storage_dir,
+                      "Use a file store in this existing directory as the storage tier "
+                      "(emptied first unless --storage-reuse; docs/storage.md)");
+  run_cmd->add_flag("--storage-reuse", run.storage_reuse,
+                    "Start on what the file store holds (its digest goes into traces)");
+
   ReplayCommand replay;
   CLI::App* replay_cmd =
       app.add_subcommand("replay",

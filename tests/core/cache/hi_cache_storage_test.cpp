@@ -175,6 +175,97 @@ TEST_F(TimeoutPolicyTest, ACorruptPageEndsThePrefetchAndKeepsTheGoodPrefix) {
   }
   EXPECT_TRUE(cache_->check_prefetch_progress(1, 0));  // terminated counts as complete
   EXPECT_EQ(cache_->pop_prefetch_loaded_tokens(1), 16);
+  // The wrong-size page was removed and counted; the good ones were counted as hits.
+  EXPECT_FALSE(storage_.exists(keys[4]));
+  EXPECT_EQ(cache_->stats().storage_corrupt_pages, 1);
+  EXPECT_EQ(cache_->stats().storage_hit_pages, 4);
+  EXPECT_EQ(cache_->stats().storage_query_hit_pages, 8);
+}
+
+TEST_F(StorageCacheTest, ADamagedPageIsRemovedCountedAndRewrittenByTheNextBackup) {
+  std::vector<Token> t = tokens_from(1, 32);
+  populate(storage_, 0, t);
+  const std::vector<PageDigest> keys = hash_pages(namespace_seed(0), t, 4);
+  (*storage_.damage_for_testing(keys[2]))[0] ^= std::byte{1};  // checksum now fails
+  EXPECT_EQ(prefetch(1, 0, t), 8);  // pages 0 and 1 only; nothing damaged is served
+  EXPECT_EQ(cache_->stats().storage_corrupt_pages, 1);
+  EXPECT_EQ(cache_->stats().storage_hit_pages, 2);
+  EXPECT_FALSE(storage_.exists(keys[2]));
+  EXPECT_TRUE(storage_.exists(keys[3]));
+  expect_sane();
+  // The request computes the rest and its write-through backup rewrites the removed page.
+  run_request(0, t);
+  cache_->flush();
+  while (cache_->storage_backup_step()) {
+  }
+  cache_->check_hicache_events();
+  EXPECT_TRUE(storage_.exists(keys[2]));
+  std::vector<std::byte> out;
+  EXPECT_EQ(storage_.get(keys[2], &out), StorageStatus::kOk);
+  EXPECT_GT(cache_->stats().storage_written_bytes, 0);
+  expect_sane();
+}
+
+TEST_F(StorageCacheTest, MissesReadErrorsAndWriteFailuresAreCounted) {
+  struct Flaky : StorageBackend {
+    MemoryStorage inner;
+    bool fail_reads = false, fail_writes = false, vanish = false;
+    std::string_view name() const override { return "flaky"; }
+    bool exists(const PageDigest& k) override { return inner.exists(k); }
+    StorageStatus get(const PageDigest& k, std::vector<std::byte>* out) override {
+      if (fail_reads) return StorageStatus::kIoError;
+      if (vanish) inner.remove(k);
+      return inner.get(k, out);
+    }
+    StorageStatus set(const PageDigest& k, std::span<const std::byte> p) override {
+      return fail_writes ? StorageStatus::kIoError : inner.set(k, p);
+    }
+    void remove(const PageDigest& k) override { inner.remove(k); }
+    size_t page_count() const override { return inner.page_count(); }
+    Usage usage() const override { return inner.usage(); }
+  };
+  std::vector<Token> t = tokens_from(1, 32);
+  populate(storage_, 0, t);
+  // Exercise the counters through a second cache on a flaky view of the same pages.
+  Flaky flaky;
+  const std::vector<PageDigest> keys = hash_pages(namespace_seed(0), t, 4);
+  std::vector<std::byte> page;
+  for (const PageDigest& k : keys) {
+    ASSERT_EQ(storage_.get(k, &page), StorageStatus::kOk);
+    flaky.inner.set(k, page);
+  }
+  struct Reader : CacheFixture {
+    explicit Reader(StorageBackend* s) : CacheFixture(storage_options(), s) {}
+    void TestBody() override {}
+  } reader(&flaky);
+  auto prefetch_all = [&](RequestId rid) {
+    MatchResult m = reader.cache_->match_prefix(0, t);
+    ASSERT_TRUE(reader.cache_->prefetch_from_storage(rid, 0, *m.last_host_node, t, 0));
+    while (reader.cache_->storage_query_step()) {
+    }
+    reader.cache_->check_hicache_events();
+    while (reader.cache_->storage_io_step()) {
+    }
+    ASSERT_TRUE(reader.cache_->check_prefetch_progress(rid, 0));
+    EXPECT_EQ(reader.cache_->pop_prefetch_loaded_tokens(rid), 0);
+  };
+  flaky.fail_reads = true;
+  prefetch_all(1);
+  EXPECT_EQ(reader.cache_->stats().storage_read_errors, 1);
+  EXPECT_TRUE(flaky.inner.exists(keys[0]));  // an I/O error may pass: the page stays
+  flaky.fail_reads = false;
+  flaky.vanish = true;
+  prefetch_all(2);
+  EXPECT_EQ(reader.cache_->stats().storage_miss_pages, 1);
+  flaky.vanish = false;
+  flaky.fail_writes = true;
+  reader.run_request(0, tokens_from(500, 16));
+  reader.cache_->flush();
+  while (reader.cache_->storage_backup_step()) {
+  }
+  reader.cache_->check_hicache_events();
+  EXPECT_GE(reader.cache_->stats().storage_write_failures, 1);
+  reader.expect_sane();
 }
 
 }  // namespace

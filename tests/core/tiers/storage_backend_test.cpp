@@ -50,6 +50,7 @@ struct MemoryMaker {
 };
 struct FileMaker {
   static std::unique_ptr<StorageBackend> make(const fs::path& dir) {
+    fs::create_directories(dir);  // FileStorage never creates its directory
     return std::make_unique<FileStorage>(dir);
   }
 };

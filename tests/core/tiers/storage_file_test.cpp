@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -40,6 +41,7 @@ class FileStorageTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("kvsim-file-storage-" + std::to_string(::getpid()) + "-" +
                                         std::to_string(++counter) + "-" + info->name());
     fs::remove_all(dir_);
+    fs::create_directories(dir_);
   }
   void TearDown() override {
     std::error_code ec;
@@ -66,10 +68,16 @@ class FileStorageTest : public ::testing::Test {
   std::vector<std::byte> payload_{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}};
 };
 
-TEST_F(FileStorageTest, CreatesTheDirectoryAndNamesFilesByHexKey) {
+TEST_F(FileStorageTest, NeedsAnExistingDirectoryAndNamesFilesByHexKey) {
+  {
+    FileStorage missing(dir_ / "a" / "b");  // never created here (a typo must not write)
+    EXPECT_FALSE(missing.ok());
+    EXPECT_EQ(missing.error(), "No such file or directory");
+    EXPECT_FALSE(fs::exists(dir_ / "a"));
+  }
+  fs::create_directories(dir_ / "a" / "b");
   FileStorage file(dir_ / "a" / "b");
   ASSERT_TRUE(file.ok());
-  EXPECT_TRUE(fs::is_directory(dir_ / "a" / "b"));
   const fs::path p = store_one(file);
   EXPECT_EQ(p, dir_ / "a" / "b" / (to_hex(key_of(1)) + ".kvpage"));
   EXPECT_TRUE(fs::is_regular_file(p));
@@ -206,17 +214,27 @@ TEST_F(FileStorageTest, ForeignContentNeverCrashes) {
   }
 }
 
-TEST_F(FileStorageTest, CorruptPageExistsUntilRemovedAndSetDoesNotOverwriteIt) {
+TEST_F(FileStorageTest, ADamagedHeaderDoesNotExistAndSetRewritesIt) {
   FileStorage file(dir_);
   const fs::path p = store_one(file);
   fs::resize_file(p, 10);
-  // Contract 3: exists() looks at the name only; dedup keeps the damaged file.
-  EXPECT_TRUE(file.exists(key_of(1)));
+  // Contract 3: exists() is only as good as the header; a set() rewrites the page.
+  EXPECT_FALSE(file.exists(key_of(1)));
   const std::vector<PageDigest> keys{key_of(1)};
-  EXPECT_EQ(file.batch_exists(keys), 1u);
+  EXPECT_EQ(file.batch_exists(keys), 0u);
   EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kOk);
+  EXPECT_EQ(get_one(file), StorageStatus::kOk);
+}
+
+TEST_F(FileStorageTest, ADamagedPayloadExistsUntilGetFindsItOutAndRemoveThenSetRepairsIt) {
+  FileStorage file(dir_);
+  const fs::path p = store_one(file);
+  std::vector<char> bytes = read_all(p);
+  bytes.back() ^= 1;
+  write_all(p, bytes);
+  EXPECT_TRUE(file.exists(key_of(1)));                           // the header is intact
+  EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kOk);  // dedup keeps it
   EXPECT_EQ(get_one(file), StorageStatus::kCorrupt);
-  // remove() then set() repairs it.
   file.remove(key_of(1));
   store_one(file);
   EXPECT_EQ(get_one(file), StorageStatus::kOk);
@@ -230,13 +248,16 @@ TEST_F(FileStorageTest, LeftoverTempFilesAreIgnoredAndCleanedOnConstruction) {
   const std::string hex = to_hex(key_of(2));
   const fs::path leftover = dir_ / (hex + ".tmp.3");
   write_all(leftover, {'j', 'u', 'n', 'k'});
+  fs::last_write_time(leftover, fs::file_time_type::clock::now() - std::chrono::hours(2));
   // While it is there it is not a page.
   {
+    fs::create_directories(dir_ / "elsewhere");
     FileStorage no_cleanup_yet(dir_ / "elsewhere");  // another dir: does not touch ours
   }
   EXPECT_TRUE(fs::exists(leftover));
   FileStorage file(dir_);
   EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_EQ(file.stale_temps_removed(), 1u);
   EXPECT_EQ(file.page_count(), 1u);
   EXPECT_FALSE(file.exists(key_of(2)));
   EXPECT_EQ(get_one(file), StorageStatus::kOk);
