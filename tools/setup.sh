@@ -2,12 +2,15 @@
 # Installs every build and test dependency of kvsim from Debian packages.
 # Idempotent: it calls apt only for packages that are missing, so a second run costs ~0.2 s.
 # CUDA is not installed here: it is used when nvcc is present (see CMakeLists.txt).
+# pkg-config, graphviz (dot) and chromium (headless) serve the install, tree-picture and report
+# tests (docs/outputs.md); those tests skip cleanly where a tool is absent.
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build clang clang-format libclang-rt-14-dev llvm
   libgtest-dev libgmock-dev librapidcheck-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
   python3 python3-pytest
+  pkg-config graphviz chromium
 )
 
 missing=()
