@@ -27,6 +27,7 @@ Executor::Executor(const Scenario& scenario, uint64_t seed)
 }
 
 Executor::~Executor() {
+  if (observer_ != nullptr) observer_->on_executor_gone();
   // Requests still holding slots are dropped without checks: the run is over.
   for (auto& [rid, r] : requests_) {
     if (r.kv && r.kv->active()) {
@@ -65,6 +66,8 @@ void Executor::fail(std::string invariant, std::string detail) {
 OpOutcome Executor::apply(const Op& op) {
   KV_ASSERT(!violation_, "apply after a violation");
   ++stats_.ops;
+  const size_t index = static_cast<size_t>(stats_.ops - 1);
+  if (observer_ != nullptr) observer_->before_op(index, op);
   OpOutcome out;
   {
     ScopedThrowingAsserts asserts;
@@ -77,6 +80,7 @@ OpOutcome Executor::apply(const Op& op) {
   mix(static_cast<uint64_t>(op.kind) << 56 ^ op.rid << 8 ^ (out.applied ? 2u : 0u) ^
       (out.ok ? 1u : 0u));
   if (!violation_) after_op();
+  if (observer_ != nullptr) observer_->after_op(index, op, out);
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/backend/cpu_backend.h"
@@ -90,6 +91,17 @@ struct OpOutcome {
   bool ok = true;        // op-specific success (admit got slots, compute fitted, gate open)
 };
 
+// Watches an executor (sim/timeline.h): every op before and after it is applied, and the
+// fault sites the scheduler fires. Off (null) by default: one pointer test per op.
+class ExecutorObserver {
+ public:
+  virtual ~ExecutorObserver() = default;
+  virtual void before_op(size_t index, const Op& op) = 0;
+  virtual void after_op(size_t index, const Op& op, const OpOutcome& outcome) = 0;
+  virtual void on_fault(std::string_view site) = 0;
+  virtual void on_executor_gone() = 0;  // from ~Executor: forget it
+};
+
 class Executor;
 // Runs right after an executor is built, before any op: tests use it to plant a bug in a
 // test-only component or backend hook, and replay and shrink must apply the same setup.
@@ -114,6 +126,11 @@ class Executor {
   CpuBackend& backend() { return backend_; }
   const std::map<RequestId, SimRequest>& requests() const { return requests_; }
   const SimRequest* request(RequestId rid) const;
+  void set_observer(ExecutorObserver* observer) { observer_ = observer; }
+  ExecutorObserver* observer() const { return observer_; }
+  void note_fault(std::string_view site) {
+    if (observer_ != nullptr) observer_->on_fault(site);
+  }
 
  private:
   OpOutcome dispatch(const Op& op);
@@ -164,6 +181,7 @@ class Executor {
   uint64_t hash_ = 1469598103934665603ull;
   int64_t since_full_check_ = 0;
   Block scratch_;
+  ExecutorObserver* observer_ = nullptr;
 };
 
 }  // namespace kvsim::sim

@@ -13,6 +13,9 @@ Scheduler::Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arriva
       arrivals_(std::move(arrivals)),
       sink_(std::move(sink)) {
   if (setup) setup(executor_);
+  if (executor_.observer() != nullptr) {
+    faults_.set_on_fire([this](FaultSite site) { executor_.note_fault(to_string(site)); });
+  }
   for (const Arrival& a : arrivals_) {
     if (a.abort_at >= 0) abort_at_[a.rid] = a.abort_at;
   }

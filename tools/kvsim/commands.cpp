@@ -12,6 +12,7 @@
 #include "sim/mooncake.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "sim/timeline.h"
 
 namespace kvsim::tools {
 namespace {
@@ -65,6 +66,9 @@ int run_command(const RunCommand& c) {
     if (!c.record.empty() && c.seeds != 1) {
       throw InputError("--record: records one run; drop --seeds or set it to 1");
     }
+    if (!c.timeline.empty() && c.seeds != 1) {
+      throw InputError("--timeline: draws one run; drop --seeds or set it to 1");
+    }
     const bool show_progress = c.progress && c.seeds > 1 && !c.json && isatty(STDERR_FILENO);
     uint64_t failures = 0;
     uint64_t tried = 0;
@@ -80,11 +84,17 @@ int run_command(const RunCommand& c) {
       ++tried;
       const uint64_t seed = first_seed + i;
       std::vector<sim::Op> ops;
+      sim::TimelineRecorder timeline;
       sim::RunRequest req{.scenario = &s,
                           .seed = seed,
                           .arrivals = given.empty() ? nullptr : &given,
                           .record = &ops};
+      if (!c.timeline.empty()) req.setup = sim::timeline_setup(timeline);
       const sim::RunResult r = sim::run_scenario(req);
+      if (!c.timeline.empty()) {
+        timeline.write(c.timeline);
+        if (!c.json) std::printf("  timeline: %s\n", c.timeline.c_str());
+      }
       total_ops += r.stats.ops;
       if (!r.ok() && ++failures == 1) {
         first_failure = {{"seed", seed},
@@ -155,16 +165,20 @@ int replay_command(const ReplayCommand& c) {
     sim::RunResult r;
     const sim::Scenario* s = nullptr;
     uint64_t seed = 0;
+    sim::TimelineRecorder timeline;
+    sim::ExecutorSetup setup;
+    if (!c.timeline.empty()) setup = sim::timeline_setup(timeline);
     if (t.kind == "workload") {
       s = &t.workload.scenario;
       seed = t.workload.seed;
-      r = sim::run_scenario(
-          sim::RunRequest{.scenario = s, .seed = seed, .arrivals = &t.workload.arrivals});
+      r = sim::run_scenario(sim::RunRequest{
+          .scenario = s, .seed = seed, .arrivals = &t.workload.arrivals, .setup = setup});
     } else {
       s = &t.ops.scenario;
       seed = t.ops.seed;
-      r = sim::replay_ops(t.ops);
+      r = sim::replay_ops(t.ops, setup);
     }
+    if (!c.timeline.empty()) timeline.write(c.timeline);
     const bool fidelity = t.kind == "workload" && sim::has_reported(t.workload.arrivals);
     if (c.json) {
       nlohmann::json j = sim::summary_json(*s, seed, r);

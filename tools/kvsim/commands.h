@@ -24,12 +24,14 @@ struct RunCommand {
   bool stop_at_first = false;  // stop the sweep at the first failing seed
   uint64_t max_failures = 0;   // stop the sweep after this many failing seeds (0 = never)
   double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
+  std::string timeline;        // write the (single) run as a Chrome Trace Event file
 };
 
 struct ReplayCommand {
   std::string trace;
   bool json = false;
   bool expect_clean = false;  // exit 0 iff the replay finds no violation (regression traces)
+  std::string timeline;       // write the replay as a Chrome Trace Event file
 };
 
 struct ShrinkCommand {

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
       ->add_option("--time-budget", run.time_budget_s,
                    "Stop a sweep after this many seconds of wall time")
       ->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--timeline", run.timeline,
+                      "Write the run as a Chrome Trace Event file (Perfetto, chrome://tracing)");
 
   ReplayCommand replay;
   CLI::App* replay_cmd =
@@ -53,6 +55,9 @@ int main(int argc, char** argv) {
   replay_cmd->add_flag("--json", replay.json, "JSON summary");
   replay_cmd->add_flag("--expect-clean", replay.expect_clean,
                        "Exit 0 only if the replay finds no violation (regression traces)");
+  replay_cmd->add_option(
+      "--timeline", replay.timeline,
+      "Write the replay as a Chrome Trace Event file (Perfetto, chrome://tracing)");
 
   ShrinkCommand shrink;
   CLI::App* shrink_cmd = app.add_subcommand(
