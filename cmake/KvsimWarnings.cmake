@@ -16,7 +16,8 @@ function(kvsim_module name)
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                             $<INSTALL_INTERFACE:include/kvsim>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
-  target_compile_definitions(${name} PUBLIC KVSIM_VERIFY=$<BOOL:${KVSIM_VERIFY}>)
+  target_compile_definitions(${name} PUBLIC KVSIM_VERIFY=$<BOOL:${KVSIM_VERIFY}>
+                                                   KVSIM_PROBES=$<BOOL:${KVSIM_PROBES}>)
   string(REGEX REPLACE "^kvsim_" "" _export ${name})
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${_export})
   kvsim_target_warnings(${name})

@@ -7,7 +7,7 @@ namespace {
 
 const std::vector<std::string> kOpNames = {
     "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
-    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush"};
+    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush", "liveness"};
 
 }  // namespace
 
@@ -53,6 +53,7 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
+    case OpKind::kLiveness:
       break;
   }
   return j;
@@ -105,6 +106,7 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
+    case OpKind::kLiveness:
       break;
   }
   r.finish();
