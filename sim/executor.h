@@ -84,10 +84,10 @@ struct ExecutorStats {
   int64_t content_checks = 0;
   int64_t offloaded = 0;
   int64_t resumed = 0;
-  int64_t max_tree_nodes = 0;  // the largest the radix tree grew
-  int64_t rejected = 0;         // ops that did not apply (replay of a shrunk or edited trace)
-  int64_t invariant_checks = 0;  // after-op checks (stream lifetime, slot conservation)
-  int64_t full_checks = 0;       // full HiCache::sanity_check walks
+  int64_t max_tree_nodes = 0;      // the largest the radix tree grew
+  int64_t rejected = 0;            // ops that did not apply (replay of a shrunk or edited trace)
+  int64_t invariant_checks = 0;    // after-op checks (stream lifetime, slot conservation)
+  int64_t full_checks = 0;         // full HiCache::sanity_check walks
   int64_t storage_hit_tokens = 0;  // tokens prefetched from the storage tier
 };
 
@@ -130,6 +130,7 @@ class Executor {
   const Scenario& scenario() const { return scenario_; }
   HiCache& cache() { return *cache_; }
   CpuBackend& backend() { return backend_; }
+  MemoryStorage* storage() { return storage_.get(); }  // null without a storage tier
   const std::map<RequestId, SimRequest>& requests() const { return requests_; }
   const SimRequest* request(RequestId rid) const;
   void set_observer(ExecutorObserver* observer) { observer_ = observer; }

@@ -18,6 +18,7 @@
 #include "sim/runner.h"
 #include "sim/shrink.h"
 #include "sim/timeline.h"
+#include "sim/tree_picture.h"
 #include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
@@ -115,6 +116,55 @@ void progress(uint64_t done, uint64_t total, uint64_t failures) {
   std::fflush(stderr);
 }
 
+// Writes the tree picture of a failing run beside its op trace: <trace stem>.tree.dot, and
+// .tree.svg when Graphviz is installed. Returns the path written ("" when it could not be).
+std::string write_tree_beside(const std::string& trace_path, const std::string& dot) {
+  std::string stem = trace_path;
+  const std::string suffix = ".trace.jsonl";
+  if (stem.size() > suffix.size() &&
+      stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    stem.resize(stem.size() - suffix.size());
+  }
+  const std::string path = stem + ".tree.dot";
+  std::ofstream out(path);
+  out << dot;
+  if (!out) return "";
+  std::string why;
+  if (sim::dot_to_svg(dot, stem + ".tree.svg", &why)) return path + " (+ .svg)";
+  return path;
+}
+
+// kvsim replay --tree-at: the tree after op N, as DOT or SVG, into --tree-out or a file named
+// after the trace and the op.
+void write_tree_at(const ReplayCommand& c, const sim::TreeCapture& tree) {
+  if (!tree.at_dot()) {
+    throw InputError("--tree-at: op " + std::to_string(*c.tree_at) +
+                     " is past the run's last op (" + std::to_string(tree.ops_seen()) +
+                     " ops applied)");
+  }
+  const std::string& dot = *tree.at_dot();
+  std::string out = c.tree_out;
+  if (out.empty()) {  // <trace name>.op<N>.tree.<format> in the current folder
+    std::string stem = std::filesystem::path(c.trace).filename().string();
+    const std::string suffix = ".trace.jsonl";
+    if (stem.size() > suffix.size() &&
+        stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      stem.resize(stem.size() - suffix.size());
+    }
+    out = stem + ".op" + std::to_string(*c.tree_at) + ".tree." + c.tree_format;
+  }
+  if (c.tree_format == "svg") {
+    std::string why;
+    if (!sim::dot_to_svg(dot, out, &why)) throw InputError("--format svg: " + why);
+  } else {
+    std::ofstream f(out);
+    f << dot;
+    if (!f) throw InputError("--tree-out: " + out + ": cannot write");
+  }
+  std::fprintf(stderr, "kvsim: tree after op %llu: %s\n",
+               static_cast<unsigned long long>(*c.tree_at), out.c_str());
+}
+
 }  // namespace
 
 const char* exit_code_help() {
@@ -206,7 +256,13 @@ int run_command(const RunCommand& c) {
                           .record = &ops,
                           .checks = &checks};
       sim::TimelineRecorder timeline;
-      if (!c.timeline.empty()) req.setup = sim::timeline_setup(timeline);
+      // Draws the tree when the run fails (written beside its op trace).
+      sim::TreeCapture tree(std::nullopt, s.name + " seed " + std::to_string(seed),
+                            c.timeline.empty() ? nullptr : &timeline);
+      req.setup = [&](sim::Executor& e) {
+        if (!c.timeline.empty()) timeline.attach(e);
+        tree.attach(e);
+      };
       bool progress_shown = false;
       if (c.seeds == 1 && c.progress && tty) {
         // A long single run shows it is alive: ops and ticks, every few seconds.
@@ -251,6 +307,10 @@ int run_command(const RunCommand& c) {
                                                      .ticks = r.ticks,
                                                      .checks = checks});
       }
+      std::string tree_path;
+      if (!r.ok() && tree.failure_dot() && !trace_path.empty() && trace_path != "-") {
+        tree_path = write_tree_beside(trace_path, *tree.failure_dot());
+      }
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
@@ -270,6 +330,9 @@ int run_command(const RunCommand& c) {
         if (!trace_path.empty()) {
           std::fprintf(report, "  op trace: %s (replay: kvsim replay %s)\n", trace_path.c_str(),
                        trace_path.c_str());
+        }
+        if (!tree_path.empty()) {
+          std::fprintf(report, "  tree at the failure: %s\n", tree_path.c_str());
         }
       }
       if (show_progress) progress(i + 1, c.seeds, failures);
@@ -318,8 +381,14 @@ int replay_command(const ReplayCommand& c) {
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     sim::TimelineRecorder timeline;
+    sim::TreeCapture tree(c.tree_at, c.trace, c.timeline.empty() ? nullptr : &timeline);
     sim::ExecutorSetup setup;
-    if (!c.timeline.empty()) setup = sim::timeline_setup(timeline);
+    if (!c.timeline.empty() || c.tree_at) {
+      setup = [&](sim::Executor& e) {
+        if (!c.timeline.empty()) timeline.attach(e);
+        if (c.tree_at) tree.attach(e);
+      };
+    }
     if (t.kind == "workload") {
       const sim::Scenario& s = t.workload.scenario;
       sim::check_memory(s, false, limit, c.trace + ":1 (scenario)");
@@ -328,6 +397,7 @@ int replay_command(const ReplayCommand& c) {
                                                                  .arrivals = &t.workload.arrivals,
                                                                  .setup = setup});
       if (!c.timeline.empty()) timeline.write(c.timeline);
+      if (c.tree_at) write_tree_at(c, tree);
       const bool fidelity = sim::has_reported(t.workload.arrivals);
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, t.workload.seed, r);
@@ -355,6 +425,7 @@ int replay_command(const ReplayCommand& c) {
     const sim::ReplayReport rep =
         sim::replay_trace(trace, {.setup = setup, .stop_at_problem = strict});
     if (!c.timeline.empty()) timeline.write(c.timeline);
+    if (c.tree_at) write_tree_at(c, tree);
     const sim::RunResult& r = rep.result;
     const std::string end_at = c.trace + ":" + std::to_string(trace.end_line);
     // The first disagreement with the recording, as "<where>: <what>" (empty: none).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kvsim::tools {
@@ -39,8 +40,11 @@ struct RunCommand {
 struct ReplayCommand {
   std::string trace;
   bool json = false;
-  bool expect_clean = false;  // exit 0 iff the replay finds no violation (regression traces)
-  std::string timeline;       // write the replay as a Chrome Trace Event file
+  bool expect_clean = false;        // exit 0 iff the replay finds no violation (regression traces)
+  std::string timeline;             // write the replay as a Chrome Trace Event file
+  std::optional<uint64_t> tree_at;  // draw the radix tree after this op (0-based index)
+  std::string tree_format = "dot";  // dot | svg
+  std::string tree_out;             // "" = <trace name>.op<N>.tree.<format> here
   std::string memory_limit;
 };
 

@@ -115,6 +115,14 @@ int main(int argc, char** argv) {
   replay_cmd->add_option(
       "--timeline", replay.timeline,
       "Write the replay as a Chrome Trace Event file (Perfetto, chrome://tracing)");
+  replay_cmd->add_option("--tree-at", replay.tree_at,
+                         "Draw the radix tree after this op (0-based index; Graphviz DOT)");
+  replay_cmd->add_option("--format", replay.tree_format, "Tree picture format: dot or svg")
+      ->check(CLI::IsMember({"dot", "svg"}))
+      ->capture_default_str();
+  replay_cmd->add_option(
+      "--tree-out", replay.tree_out,
+      "Where --tree-at writes the picture (default: <trace>.op<N>.tree.<format>)");
   replay_cmd->add_option("--memory-limit", replay.memory_limit, kMemoryHelp);
 
   ShrinkCommand shrink;
