@@ -20,6 +20,7 @@
 #include "sim/timeline.h"
 #include "sim/tree_picture.h"
 #include "tools/kvsim/probe_report.h"
+#include "tools/kvsim/sweep_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -243,6 +244,10 @@ int run_command(const RunCommand& c) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     probes::Snapshot probe_total;  // code probes reached over the sweep
+    std::string command = "kvsim run " + (c.scenario.empty() ? std::string() : c.scenario + " ") +
+                          "--seed " + std::to_string(first_seed) + " --seeds " +
+                          std::to_string(c.seeds);
+    SweepReport sweep_report(command, s.name);
     for (uint64_t i = 0; i < c.seeds; ++i) {
       if (c.time_budget_s > 0 && elapsed() > c.time_budget_s) break;
       ++tried;
@@ -311,6 +316,12 @@ int run_command(const RunCommand& c) {
       if (!r.ok() && tree.failure_dot() && !trace_path.empty() && trace_path != "-") {
         tree_path = write_tree_beside(trace_path, *tree.failure_dot());
       }
+      if (!c.report.empty()) {
+        nlohmann::json j = sim::summary_json(s, seed, r);
+        j["trace"] = trace_path == "-" ? std::string() : trace_path;
+        j["tree"] = tree_path;
+        sweep_report.add(std::move(j));
+      }
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
@@ -360,6 +371,10 @@ int run_command(const RunCommand& c) {
               : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
     }
     if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
+    if (!c.report.empty()) {
+      const std::string page = sweep_report.write(c.report, probe_total);
+      if (!c.json) std::fprintf(report, "report: %s\n", page.c_str());
+    }
     if (c.json) {
       std::fprintf(report, "%s\n", probe_report_json(probe_total, tried).dump().c_str());
     } else {

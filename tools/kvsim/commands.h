@@ -34,6 +34,7 @@ struct RunCommand {
   uint64_t max_failures = 0;   // stop the sweep after this many failing seeds (0 = never)
   double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
   std::string timeline;        // write the (single) run as a Chrome Trace Event file
+  std::string report;          // write the sweep's HTML report into this folder
   std::string memory_limit;    // "" = half the physical memory
 };
 

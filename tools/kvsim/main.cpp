@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
                    "Stop a sweep after this many seconds of wall time")
       ->check(kFinite)
       ->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--report", run.report,
+                      "Write the sweep as a self-contained HTML page, DIR/index.html");
   run_cmd->add_option("--timeline", run.timeline,
                       "Write the run as a Chrome Trace Event file (Perfetto, chrome://tracing)");
   const char* kMemoryHelp =
