@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/shrink.h"
+
 namespace kvsim::fuzz {
 namespace {
 
@@ -110,7 +112,8 @@ void report_violation(const char* target, const uint8_t* data, size_t size,
   std::fprintf(stderr, "\n==kvsim== %s: violation %s after op %zu of %zu: %s\n", target,
                v.invariant.c_str(), v.op_index, trace.ops.size(), v.detail.c_str());
   try {
-    sim::write_op_trace(stem + ".trace.jsonl", trace);
+    // Only the ops that applied, with their hash chain: what `kvsim replay` accepts.
+    sim::write_op_trace(stem + ".trace.jsonl", sim::strict_trace(trace));
     std::fprintf(stderr, "==kvsim== op trace: %s.trace.jsonl\n", stem.c_str());
     if (workload != nullptr) {
       sim::write_workload_trace(stem + ".workload.jsonl", *workload);

@@ -89,8 +89,10 @@ nlohmann::json scenario_json(FuzzedDataProvider& in) {
   const bool mamba = component == 3 || (component == 4 && strict());
   const bool pd = !swa && !mamba && in.ConsumeIntegralInRange<uint8_t>(0, 3) == 0;
   const bool storage = !pd && in.ConsumeBool();
+  // Storage sits below the host tier: it needs hierarchical (the byte is consumed either way).
+  const bool hierarchical = in.ConsumeIntegralInRange<uint8_t>(0, 7) != 0 || storage;
   nlohmann::json cache = {{"page_size", page},
-                          {"hierarchical", in.ConsumeIntegralInRange<uint8_t>(0, 7) != 0},
+                          {"hierarchical", hierarchical},
                           {"layer_count", in.ConsumeIntegralInRange<int64_t>(1, 3)},
                           {"item_bytes", 8 * in.ConsumeIntegralInRange<int64_t>(1, 2)},
                           {"device_tokens", device},

@@ -125,8 +125,8 @@ OpOutcome Executor::tick(int64_t now) {
   }
   now_ = static_cast<uint64_t>(now);
   if (now > scenario_.scheduler.max_ticks) {
-    fail("liveness", "run exceeded max_ticks (" + std::to_string(scenario_.scheduler.max_ticks) +
-                         ")");
+    fail("liveness",
+         "run exceeded max_ticks (" + std::to_string(scenario_.scheduler.max_ticks) + ")");
   }
   return {true, true};
 }
@@ -238,7 +238,7 @@ OpOutcome Executor::arrive(const Op& op) {
   r.arrival_tick = now_;
   live_.insert({r.arrival_tick, r.rid});
   r.tokens.reserve(op.prompt.size() + static_cast<size_t>(r.output_len));
-  r.tokens = op.prompt;
+  r.tokens.assign(op.prompt.begin(), op.prompt.end());
   extend_tokens(r);
   stats_.prompt_tokens += static_cast<int64_t>(op.prompt.size());
   if (cache_->storage_enabled() && scenario_.scheduler.prefetch) {

@@ -23,7 +23,8 @@ FidelityReport compare_fidelity(const std::vector<Arrival>& arrivals, const RunR
     const ReportedCache& rep = *a.reported;
     FidelityRow row{.rid = a.rid,
                     .sglang_rid = rep.sglang_rid,
-                    .prompt = static_cast<int64_t>(a.prompt.size()),
+                    .prompt = a.prompt.empty() ? recipe_length(a.recipe)
+                                               : static_cast<int64_t>(a.prompt.size()),
                     .reported = rep.cached_tokens,
                     .reported_device = rep.device,
                     .reported_host = rep.host,

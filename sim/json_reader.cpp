@@ -58,8 +58,10 @@ class KeyScanner {
       } else if (c == ',') {
         if (!frames_.empty()) {
           Frame& f = frames_.back();
-          if (f.object) f.expect_key = true;
-          else ++f.index;
+          if (f.object)
+            f.expect_key = true;
+          else
+            ++f.index;
         }
         ++pos_;
       } else {
@@ -91,8 +93,7 @@ class KeyScanner {
     auto [it, fresh] = f.keys.emplace(k, line);
     if (!fresh) {
       throw InputError(source_ + ":" + std::to_string(line) + ": field " + path +
-                       ": duplicate key (first given on line " + std::to_string(it->second) +
-                       ")");
+                       ": duplicate key (first given on line " + std::to_string(it->second) + ")");
     }
     if (lines_ != nullptr) lines_->add(path, line);
     f.key = std::move(k);
@@ -183,7 +184,7 @@ std::string read_text_file(const std::string& path) {
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path + ": cannot open file: " + std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
     ::close(fd);
     throw InputError(path + ": cannot read: " + std::strerror(EISDIR));
@@ -216,8 +217,8 @@ JsonReader::JsonReader(const nlohmann::json& object, std::string where, std::str
 
 void JsonReader::fail(const std::string& key, const std::string& problem) const {
   const size_t line = lines_ == nullptr ? 0 : lines_->line(field(key));
-  throw InputError(where_ + (line > 0 ? ":" + std::to_string(line) : "") + ": field " +
-                   field(key) + ": " + problem);
+  throw InputError(where_ + (line > 0 ? ":" + std::to_string(line) : "") + ": field " + field(key) +
+                   ": " + problem);
 }
 
 bool JsonReader::has(const std::string& key) const {

@@ -41,8 +41,8 @@ class JsonLines {
 // Parses `text` as one JSON document; syntax errors name "source:line:column", counting lines
 // from `first_line` (a JSON Lines reader passes the line's number). A key given twice in one
 // object is an error naming both lines. `lines`, when given, receives each field's line.
-nlohmann::json parse_json(const std::string& text, const std::string& source,
-                          size_t first_line = 1, JsonLines* lines = nullptr);
+nlohmann::json parse_json(const std::string& text, const std::string& source, size_t first_line = 1,
+                          JsonLines* lines = nullptr);
 // Reads a whole file ("-": standard input); a missing, unreadable file or a directory is an
 // InputError naming it and the system's reason.
 std::string read_text_file(const std::string& path);

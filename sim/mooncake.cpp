@@ -60,31 +60,70 @@ std::vector<MooncakeRecord> read_mooncake_text(const std::string& text, const st
   return read_mooncake_stream(in, source, block_tokens, max_requests);
 }
 
-std::vector<Token> mooncake_block_tokens(int64_t hash_id, int64_t block_tokens) {
+void append_mooncake_block(int64_t hash_id, int64_t block_tokens, std::vector<Token>& out) {
   Rng rng(static_cast<uint64_t>(hash_id) * 0xD6E8FEB86659FD93ull + 0x5851F42D4C957F2Dull);
-  std::vector<Token> t(static_cast<size_t>(block_tokens));
-  for (Token& x : t)
-    x = static_cast<Token>(rng.below(1u << 30));
+  for (int64_t i = 0; i < block_tokens; ++i)
+    out.push_back(static_cast<Token>(rng.below(1u << 30)));
+}
+
+std::vector<Token> mooncake_block_tokens(int64_t hash_id, int64_t block_tokens) {
+  std::vector<Token> t;
+  t.reserve(static_cast<size_t>(block_tokens));
+  append_mooncake_block(hash_id, block_tokens, t);
   return t;
+}
+
+namespace {
+
+class MooncakeSource final : public ArrivalSource {
+ public:
+  MooncakeSource(std::vector<MooncakeRecord> records, int64_t block_tokens, double ms_per_tick,
+                 bool expand)
+      : records_(std::move(records)),
+        block_tokens_(block_tokens),
+        ms_per_tick_(ms_per_tick),
+        expand_(expand) {}
+
+  bool next(Arrival& a) override {
+    if (next_ >= records_.size()) return false;
+    MooncakeRecord& rec = records_[next_++];
+    a = Arrival{};
+    a.rid = static_cast<RequestId>(next_);
+    a.tick =
+        static_cast<uint64_t>(std::floor(static_cast<double>(rec.timestamp_ms) / ms_per_tick_));
+    a.output_len = std::max<int64_t>(rec.output_length, 1);
+    a.recipe = {PromptSegment{.kind = PromptSegment::Kind::kMooncake,
+                              .value = static_cast<uint64_t>(block_tokens_),
+                              .n = rec.input_length,
+                              .items = std::move(rec.hash_ids)}};
+    if (expand_) a.prompt = expand_recipe(a.recipe);
+    return true;
+  }
+
+ private:
+  std::vector<MooncakeRecord> records_;
+  int64_t block_tokens_;
+  double ms_per_tick_;
+  bool expand_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ArrivalSource> mooncake_source(const std::string& path, int64_t block_tokens,
+                                               double ms_per_tick, int64_t max_requests) {
+  return std::make_unique<MooncakeSource>(read_mooncake(path, block_tokens, max_requests),
+                                          block_tokens, ms_per_tick, /*expand=*/true);
 }
 
 std::vector<Arrival> import_mooncake(const std::string& path, int64_t block_tokens,
                                      double ms_per_tick, int64_t max_requests) {
+  MooncakeSource source(read_mooncake(path, block_tokens, max_requests), block_tokens, ms_per_tick,
+                        /*expand=*/false);
   std::vector<Arrival> out;
-  RequestId rid = 1;
-  for (const MooncakeRecord& rec : read_mooncake(path, block_tokens, max_requests)) {
-    Arrival a;
-    a.rid = rid++;
-    a.tick = static_cast<uint64_t>(std::floor(static_cast<double>(rec.timestamp_ms) / ms_per_tick));
-    a.output_len = std::max<int64_t>(rec.output_length, 1);
-    a.prompt.reserve(static_cast<size_t>(rec.input_length));
-    for (int64_t id : rec.hash_ids) {
-      const std::vector<Token> block = mooncake_block_tokens(id, block_tokens);
-      a.prompt.insert(a.prompt.end(), block.begin(), block.end());
-    }
-    a.prompt.resize(static_cast<size_t>(rec.input_length));
+  Arrival a;
+  while (source.next(a))
     out.push_back(std::move(a));
-  }
   return out;
 }
 

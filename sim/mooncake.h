@@ -29,7 +29,14 @@ std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block
 std::vector<MooncakeRecord> read_mooncake_text(const std::string& text, const std::string& source,
                                                int64_t block_tokens, int64_t max_requests = 0);
 std::vector<Token> mooncake_block_tokens(int64_t hash_id, int64_t block_tokens);
+// Appends mooncake_block_tokens(hash_id, block_tokens) to `out` without a temporary.
+void append_mooncake_block(int64_t hash_id, int64_t block_tokens, std::vector<Token>& out);
+// The arrivals of a Mooncake trace; each carries its prompt recipe (its block ids).
 std::vector<Arrival> import_mooncake(const std::string& path, int64_t block_tokens,
                                      double ms_per_tick, int64_t max_requests = 0);
+// The same arrivals, streamed: the records (block ids) are read up front, each prompt is
+// expanded only when its arrival is taken.
+std::unique_ptr<ArrivalSource> mooncake_source(const std::string& path, int64_t block_tokens,
+                                               double ms_per_tick, int64_t max_requests = 0);
 
 }  // namespace kvsim::sim

@@ -6,8 +6,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kOpNames = {
-    "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
-    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush", "liveness"};
+    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract", "offload",
+    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness"};
 
 }  // namespace
 
@@ -21,7 +21,7 @@ nlohmann::json to_json(const Op& op) {
     case OpKind::kArrive:
       j["rid"] = op.rid;
       j["ns"] = op.ns;
-      j["prompt"] = op.prompt;
+      j["prompt"] = op.prompt.vec();
       j["output_len"] = op.output_len;
       break;
     case OpKind::kAdmit:
@@ -71,8 +71,12 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
     case OpKind::kArrive: {
       op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
       op.ns = static_cast<Namespace>(r.integer("ns", 0, 0, kMax));
-      for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
-        op.prompt.push_back(static_cast<Token>(t));
+      {
+        std::vector<Token> prompt;
+        for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
+          prompt.push_back(static_cast<Token>(t));
+        op.prompt = Tokens(std::move(prompt));
+      }
       if (op.prompt.empty()) r.fail("prompt", "is empty");
       op.output_len = r.required_integer("output_len", 1, 1 << 24);
       break;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/common/types.h"
+#include "sim/prompt.h"
 
 namespace kvsim::sim {
 
@@ -38,12 +39,12 @@ enum class OpKind : uint8_t {
 struct Op {
   OpKind kind = OpKind::kPoll;
   RequestId rid = 0;
-  Namespace ns = 0;           // kArrive
-  std::vector<Token> prompt;  // kArrive
-  int64_t output_len = 0;     // kArrive
-  int64_t n = 0;              // kCompute: tokens computed after; kStep: ops; kTick: now
-  uint32_t target = 0;        // kStep: stream; kStorage: which worker
-  bool flag = false;          // kAdmit: allow load-back; kCompute: injected OOM
+  Namespace ns = 0;        // kArrive
+  Tokens prompt;           // kArrive (shared with the arrival it came from)
+  int64_t output_len = 0;  // kArrive
+  int64_t n = 0;           // kCompute: tokens computed after; kStep: ops; kTick: now
+  uint32_t target = 0;     // kStep: stream; kStorage: which worker
+  bool flag = false;       // kAdmit: allow load-back; kCompute: injected OOM
 };
 
 std::string_view to_string(OpKind kind);

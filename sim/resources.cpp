@@ -120,9 +120,9 @@ void check_token_memory(uint64_t tokens, uint64_t bytes_per_token, uint64_t limi
                         const std::string& where, const std::string& field) {
   const uint64_t bytes = mul(tokens, bytes_per_token);
   if (bytes <= limit) return;
-  throw InputError(where + ": field " + field + ": " + std::to_string(tokens) +
-                   " tokens need " + format_bytes(bytes) + ", over the memory limit of " +
-                   format_bytes(limit) + " (--memory-limit)");
+  throw InputError(where + ": field " + field + ": " + std::to_string(tokens) + " tokens need " +
+                   format_bytes(bytes) + ", over the memory limit of " + format_bytes(limit) +
+                   " (--memory-limit)");
 }
 
 void check_trace_memory(const OpTrace& trace, uint64_t limit, const std::string& where) {
@@ -157,11 +157,16 @@ bool parse_bytes(const std::string& text, uint64_t* out) {
   uint64_t scale = 1;
   if (i < text.size()) {
     const std::string suffix = text.substr(i);
-    if (suffix == "K" || suffix == "k" || suffix == "KiB") scale = uint64_t{1} << 10;
-    else if (suffix == "M" || suffix == "MiB") scale = uint64_t{1} << 20;
-    else if (suffix == "G" || suffix == "GiB") scale = uint64_t{1} << 30;
-    else if (suffix == "T" || suffix == "TiB") scale = uint64_t{1} << 40;
-    else return false;
+    if (suffix == "K" || suffix == "k" || suffix == "KiB")
+      scale = uint64_t{1} << 10;
+    else if (suffix == "M" || suffix == "MiB")
+      scale = uint64_t{1} << 20;
+    else if (suffix == "G" || suffix == "GiB")
+      scale = uint64_t{1} << 30;
+    else if (suffix == "T" || suffix == "TiB")
+      scale = uint64_t{1} << 40;
+    else
+      return false;
   }
   if (v == 0 || v > kMax / scale) return false;
   *out = v * scale;

@@ -14,6 +14,8 @@ namespace kvsim::sim {
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
+  // Rng(r.state()) continues exactly where r is (prompt recipes store generated text so).
+  uint64_t state() const { return state_; }
   uint64_t next() {
     uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

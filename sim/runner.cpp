@@ -6,13 +6,15 @@ namespace kvsim::sim {
 
 RunResult run_scenario(const RunRequest& request) {
   const Scenario& s = *request.scenario;
-  std::vector<Arrival> arrivals =
-      request.arrivals != nullptr ? *request.arrivals : generate_workload(s, request.seed);
+  // Streamed: the run holds the requests in flight, never the whole workload.
+  std::unique_ptr<ArrivalSource> arrivals = request.arrivals != nullptr
+                                                ? list_source(*request.arrivals)
+                                                : workload_source(s, request.seed);
   OpSink sink;
   if (request.record != nullptr || request.checks != nullptr || request.progress) {
     sink = [record = request.record, checks = request.checks, progress = request.progress,
-            ops = int64_t{0}, tick = int64_t{0}](const Op& op, const OpOutcome& o,
-                                                 uint64_t hash) mutable {
+            ops = int64_t{0},
+            tick = int64_t{0}](const Op& op, const OpOutcome& o, uint64_t hash) mutable {
       if (record != nullptr) record->push_back(op);
       if (checks != nullptr) checks->push_back(OpCheck{.hash = hash, .ok = o.ok});
       if (op.kind == OpKind::kTick) tick = op.n;
@@ -31,7 +33,8 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
   ReplayReport report;
   Executor executor(trace.scenario, trace.seed);
   if (options.setup) options.setup(executor);
-  const bool chained = trace.checks.size() == trace.ops.size() && !trace.ops.empty();
+  const bool chained =
+      options.check_chain && trace.checks.size() == trace.ops.size() && !trace.ops.empty();
   report.applied.reserve(trace.ops.size());
   for (size_t i = 0; i < trace.ops.size(); ++i) {
     const Op& op = trace.ops[i];
@@ -46,14 +49,14 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
     const bool differs =
         chained && (trace.checks[i].hash != actual.hash || trace.checks[i].ok != actual.ok);
     if (!report.problem && (!o.applied || differs)) {
-      report.problem = ReplayProblem{.index = i,
-                                     .line = i < trace.lines.size() ? trace.lines[i] : 0,
-                                     .op = op,
-                                     .rejected = !o.applied,
-                                     .why = std::move(o.why),
-                                     .expected = chained ? std::optional(trace.checks[i])
-                                                         : std::nullopt,
-                                     .actual = actual};
+      report.problem =
+          ReplayProblem{.index = i,
+                        .line = i < trace.lines.size() ? trace.lines[i] : 0,
+                        .op = op,
+                        .rejected = !o.applied,
+                        .why = std::move(o.why),
+                        .expected = chained ? std::optional(trace.checks[i]) : std::nullopt,
+                        .actual = actual};
       if (options.stop_at_problem) break;
     }
     if (executor.failed()) break;
@@ -149,7 +152,9 @@ nlohmann::json summary_json(const Scenario& s, uint64_t seed, const RunResult& r
   nlohmann::json j = {{"scenario", s.name},
                       {"seed", seed},
                       {"ok", r.ok()},
-                      {"verdict", !r.ok() ? "violation" : vacuous.empty() ? "ok" : "vacuous"},
+                      {"verdict", !r.ok()           ? "violation"
+                                  : vacuous.empty() ? "ok"
+                                                    : "vacuous"},
                       {"event_hash", hex64(r.event_hash)},
                       {"ops", r.stats.ops},
                       {"ticks", r.ticks},
@@ -187,7 +192,7 @@ std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r) {
   const std::string vacuous = vacuous_reason(s, r);
   std::snprintf(buf, sizeof buf, "%s seed %llu: %s\n", s.name.c_str(),
                 static_cast<unsigned long long>(seed),
-                !r.ok()             ? "VIOLATION"
+                !r.ok()           ? "VIOLATION"
                 : vacuous.empty() ? "ok"
                                   : ("VACUOUS (" + vacuous + ": the run proves nothing)").c_str());
   out += buf;

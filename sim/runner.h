@@ -48,6 +48,7 @@ struct ReplayProblem {
 struct ReplayOptions {
   ExecutorSetup setup;
   bool stop_at_problem = true;  // stop at the first ReplayProblem (kvsim replay)
+  bool check_chain = true;      // false: a recorded hash or outcome that differs is no problem
 };
 
 struct ReplayReport {

@@ -143,8 +143,8 @@ void validate(const Scenario& s, const std::string& source, ScenarioUse use,
   auto conflict = [&](const std::string& field, const std::string& other,
                       const std::string& problem) {
     const size_t line = lines == nullptr ? 0 : lines->exact_line(other);
-    fail(field, problem + " (" + other + (line > 0 ? " on line " + std::to_string(line) : "") +
-                    ")");
+    fail(field,
+         problem + " (" + other + (line > 0 ? " on line " + std::to_string(line) : "") + ")");
   };
   // (A trace header's scenario was checked when it was recorded; version 1 traces predate
   // these checks, so they apply to scenario files.) The window is what makes a model hybrid

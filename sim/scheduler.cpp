@@ -4,8 +4,9 @@
 
 namespace kvsim::sim {
 
-Scheduler::Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arrival> arrivals,
-                     OpSink sink, const ExecutorSetup& setup)
+Scheduler::Scheduler(const Scenario& scenario, uint64_t seed,
+                     std::unique_ptr<ArrivalSource> arrivals, OpSink sink,
+                     const ExecutorSetup& setup)
     : scenario_(scenario),
       executor_(scenario, seed),
       faults_(scenario.faults, seed),
@@ -16,8 +17,17 @@ Scheduler::Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arriva
   if (executor_.observer() != nullptr) {
     faults_.set_on_fire([this](FaultSite site) { executor_.note_fault(to_string(site)); });
   }
-  for (const Arrival& a : arrivals_) {
+  pull_arrival();
+}
+
+void Scheduler::pull_arrival() {
+  Arrival a;
+  if (arrivals_->next(a)) {
+    // Recorded aborts (imported dumps) are known once the request has arrived.
     if (a.abort_at >= 0) abort_at_[a.rid] = a.abort_at;
+    next_arrival_ = std::move(a);
+  } else {
+    next_arrival_.reset();
   }
 }
 
@@ -50,26 +60,25 @@ RunResult Scheduler::run() {
 
 // One scheduler iteration; false when the workload is done.
 bool Scheduler::iteration() {
-  if (next_arrival_ == arrivals_.size() && waiting_.empty() && running_.empty() &&
-      offloaded_.empty()) {
+  if (!next_arrival_ && waiting_.empty() && running_.empty() && offloaded_.empty()) {
     return false;
   }
   // An idle server jumps to the next arrival instead of spinning.
-  if (waiting_.empty() && running_.empty() && offloaded_.empty() &&
-      arrivals_[next_arrival_].tick > now_) {
-    now_ = arrivals_[next_arrival_].tick;
+  if (waiting_.empty() && running_.empty() && offloaded_.empty() && next_arrival_->tick > now_) {
+    now_ = next_arrival_->tick;
   }
   if (!emit(Op{.kind = OpKind::kTick, .n = static_cast<int64_t>(now_)})) return false;
-  while (next_arrival_ < arrivals_.size() && arrivals_[next_arrival_].tick <= now_) {
-    const Arrival& a = arrivals_[next_arrival_++];
-    if (!emit(Op{.kind = OpKind::kArrive,
-                 .rid = a.rid,
-                 .ns = a.ns,
-                 .prompt = a.prompt,
-                 .output_len = a.output_len})) {
-      return false;
-    }
-    waiting_.push_back(a.rid);
+  while (next_arrival_ && next_arrival_->tick <= now_) {
+    const RequestId rid = next_arrival_->rid;
+    // The op takes the arrival's prompt (shared, not copied).
+    const bool ok = emit(Op{.kind = OpKind::kArrive,
+                            .rid = rid,
+                            .ns = next_arrival_->ns,
+                            .prompt = std::move(next_arrival_->prompt),
+                            .output_len = next_arrival_->output_len});
+    pull_arrival();
+    if (!ok) return false;
+    waiting_.push_back(rid);
   }
   if (!faults_.fire(FaultSite::kAckDefer) && !emit(Op{.kind = OpKind::kPoll})) return false;
   progress_copies_and_storage();

@@ -55,7 +55,8 @@ using OpSink = std::function<void(const Op&, const OpOutcome&, uint64_t)>;
 
 class Scheduler {
  public:
-  Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arrival> arrivals,
+  // Takes the arrivals from `arrivals` as the clock reaches them (one ahead).
+  Scheduler(const Scenario& scenario, uint64_t seed, std::unique_ptr<ArrivalSource> arrivals,
             OpSink sink = {}, const ExecutorSetup& setup = {});
   RunResult run();
 
@@ -78,8 +79,9 @@ class Scheduler {
   Executor executor_;
   Faults faults_;
   Rng rng_;
-  std::vector<Arrival> arrivals_;
-  size_t next_arrival_ = 0;
+  std::unique_ptr<ArrivalSource> arrivals_;
+  std::optional<Arrival> next_arrival_;  // the next one to arrive; empty when none is left
+  void pull_arrival();
   std::map<RequestId, int64_t> abort_at_;  // Arrival::abort_at of the requests that have one
   std::deque<RequestId> waiting_;
   std::deque<RequestId> offloaded_;  // PD: retracted to CPU, resumed before new admissions

@@ -54,29 +54,8 @@ class Shrinker {
     // holds only ops that apply, with their hash chain, so it replays strictly.
     OpTrace t = base_;
     t.ops = ops;
-    ReplayReport last = replay_trace(t, {.setup = options_.setup, .stop_at_problem = false});
-    ++replays_;
-    if (last.rejected > 0) {
-      OpTrace kept = t;
-      kept.ops.clear();
-      for (size_t i = 0; i < t.ops.size(); ++i) {
-        if (i >= last.applied.size() || last.applied[i]) kept.ops.push_back(t.ops[i]);
-      }
-      ReplayReport again =
-          replay_trace(kept, {.setup = options_.setup, .stop_at_problem = false});
-      ++replays_;
-      if (again.result.violation && same_failure(target_, *again.result.violation)) {
-        t = std::move(kept);
-        last = std::move(again);
-      }
-    }
-    result.trace = std::move(t);
-    result.trace.violation = last.result.violation;
-    result.trace.event_hash = last.result.event_hash;
-    result.trace.ticks = last.result.ticks;
-    if (last.rejected == 0) result.trace.checks = last.checks;
-    result.trace.lines.clear();
-    result.trace.source.clear();
+    result.trace = strict_trace(t, options_.setup);
+    replays_ += 2;
     result.replays = replays_;
     return result;
   }
@@ -198,6 +177,35 @@ class Shrinker {
 
 bool same_failure(const SimViolation& target, const SimViolation& v) {
   return target.invariant == v.invariant && site(target) == site(v);
+}
+
+OpTrace strict_trace(const OpTrace& trace, const ExecutorSetup& setup) {
+  OpTrace t = trace;
+  t.checks.clear();
+  ReplayReport last = replay_trace(t, {.setup = setup, .stop_at_problem = false});
+  const std::optional<SimViolation> target = last.result.violation;
+  if (last.rejected > 0) {
+    OpTrace kept = t;
+    kept.ops.clear();
+    for (size_t i = 0; i < t.ops.size(); ++i) {
+      if (i >= last.applied.size() || last.applied[i]) kept.ops.push_back(t.ops[i]);
+    }
+    ReplayReport again = replay_trace(kept, {.setup = setup, .stop_at_problem = false});
+    const bool same = target.has_value() == again.result.violation.has_value() &&
+                      (!target || same_failure(*target, *again.result.violation));
+    if (!same) return trace;
+    t = std::move(kept);
+    last = std::move(again);
+  }
+  t.violation = last.result.violation;
+  t.event_hash = last.result.event_hash;
+  t.ticks = last.result.ticks;
+  if (last.rejected == 0) t.checks = last.checks;
+  t.lines.clear();
+  t.source.clear();
+  t.declared_ops = -1;
+  if (t.ops.size() != trace.ops.size()) t.faults_fired.reset();  // not the recording's ops now
+  return t;
 }
 
 ShrinkResult shrink_trace(const OpTrace& failing, const ShrinkOptions& options) {

@@ -37,4 +37,9 @@ bool same_failure(const SimViolation& target, const SimViolation& v);
 
 ShrinkResult shrink_trace(const OpTrace& failing, const ShrinkOptions& options = {});
 
+// A failing trace whose ops were applied leniently (a fuzzer's, a shrinker's candidate) as a
+// trace `kvsim replay` accepts strictly: only the ops that apply, with their hash chain and
+// end figures, when it still fails the same way without the others; else `trace` unchanged.
+OpTrace strict_trace(const OpTrace& trace, const ExecutorSetup& setup = {});
+
 }  // namespace kvsim::sim

@@ -94,18 +94,68 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
-  std::vector<nlohmann::json> lines{header("workload", trace.scenario, trace.seed)};
-  for (const Arrival& a : trace.arrivals) {
-    lines.push_back({{"rid", a.rid},
-                     {"tick", a.tick},
-                     {"ns", a.ns},
-                     {"prompt", a.prompt},
-                     {"output_len", a.output_len}});
-    if (a.abort_at >= 0) lines.back()["abort_at"] = a.abort_at;
-    if (a.reported) lines.back()["reported"] = reported_json(*a.reported);
+nlohmann::json arrival_json(const Arrival& a) {
+  nlohmann::json j = {{"rid", a.rid}, {"tick", a.tick}, {"ns", a.ns}};
+  // Compact when the arrival knows how its prompt was made; tokens otherwise.
+  if (!a.recipe.empty()) {
+    j["segments"] = recipe_json(a.recipe);
+  } else {
+    j["prompt"] = a.prompt.vec();
   }
-  write_lines(path, lines);
+  j["output_len"] = a.output_len;
+  if (a.abort_at >= 0) j["abort_at"] = a.abort_at;
+  if (a.reported) j["reported"] = reported_json(*a.reported);
+  return j;
+}
+
+void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
+  WorkloadTraceWriter w(path, trace.scenario, trace.seed);
+  for (const Arrival& a : trace.arrivals)
+    w.add(a);
+  w.close();
+}
+
+// Like write_lines: "-" is standard output; a file is written under a temporary name and
+// renamed into place by close(), so a failure never leaves a partial trace behind.
+WorkloadTraceWriter::WorkloadTraceWriter(const std::string& path, const Scenario& scenario,
+                                         uint64_t seed)
+    : path_(path) {
+  if (path != "-") {
+    tmp_ = path + ".partial";
+    file_.open(tmp_, std::ios::binary | std::ios::trunc);
+    if (!file_) throw InputError(path + ": cannot create file: " + std::strerror(errno));
+  }
+  out() << header("workload", scenario, seed).dump() << '\n';
+}
+
+WorkloadTraceWriter::~WorkloadTraceWriter() {
+  if (!closed_ && !tmp_.empty()) {
+    file_.close();
+    std::remove(tmp_.c_str());
+  }
+}
+
+std::ostream& WorkloadTraceWriter::out() {
+  return tmp_.empty() ? std::cout : file_;
+}
+
+void WorkloadTraceWriter::add(const Arrival& a) {
+  out() << arrival_json(a).dump() << '\n';
+  ++count_;
+}
+
+void WorkloadTraceWriter::close() {
+  out().flush();
+  if (!out())
+    throw InputError(path_ == "-" ? "-: write error on standard output" : path_ + ": write error");
+  closed_ = true;
+  if (tmp_.empty()) return;
+  file_.close();
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp_.c_str());
+    throw InputError(path_ + ": cannot write: " + std::strerror(err));
+  }
 }
 
 void write_op_trace(const std::string& path, const OpTrace& trace) {
@@ -122,6 +172,15 @@ void write_op_trace(const std::string& path, const OpTrace& trace) {
   }
   nlohmann::json end = {{"ops", trace.ops.size()}};
   if (trace.ticks) end["ticks"] = *trace.ticks;
+  if (trace.faults_fired) {
+    nlohmann::json faults = nlohmann::json::object();
+    for (size_t i = 0; i < kFaultSites; ++i) {
+      if ((*trace.faults_fired)[i] > 0) {
+        faults[std::string(to_string(static_cast<FaultSite>(i)))] = (*trace.faults_fired)[i];
+      }
+    }
+    end["faults_fired"] = faults;
+  }
   if (trace.event_hash) end["event_hash"] = hex64(*trace.event_hash);
   end["violation"] = trace.violation ? violation_json(*trace.violation) : nlohmann::json();
   lines.push_back({{"end", end}});
@@ -171,9 +230,20 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       a.rid = static_cast<RequestId>(r.required_integer("rid", 1, INT64_MAX));
       a.tick = static_cast<uint64_t>(r.required_integer("tick", 0, INT64_MAX));
       a.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
-      for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
-        a.prompt.push_back(static_cast<Token>(t));
-      if (a.prompt.empty()) r.fail("prompt", "is empty");
+      // A prompt is its tokens ("prompt", every version) or its recipe ("segments", compact;
+      // expanded only when the request arrives). Exactly one of the two.
+      if (r.has("segments") == r.has("prompt")) {
+        r.fail("prompt", "expected exactly one of prompt (tokens) and segments (a recipe)");
+      }
+      if (r.has("segments")) {
+        a.recipe = recipe_from_json(r.raw("segments"), where, r.field("segments"));
+      } else {
+        std::vector<Token> prompt;
+        for (int64_t t : r.integer_array("prompt", 0, INT32_MAX))
+          prompt.push_back(static_cast<Token>(t));
+        if (prompt.empty()) r.fail("prompt", "is empty");
+        a.prompt = Tokens(std::move(prompt));
+      }
       a.output_len = r.required_integer("output_len", 1, 1 << 24);
       a.abort_at = r.integer("abort_at", -1, 0, 1 << 24);
       if (a.abort_at > a.output_len) r.fail("abort_at", "is past output_len");
@@ -203,6 +273,16 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       trace.ops.declared_ops = ops;
       trace.ops.end_line = line_no;
       if (end.has("ticks")) trace.ops.ticks = end.integer("ticks", 0, 0, INT64_MAX);
+      if (end.has("faults_fired")) {
+        JsonReader f = end.object("faults_fired");
+        std::array<uint64_t, kFaultSites> fired{};
+        for (size_t i = 0; i < kFaultSites; ++i) {
+          fired[i] = static_cast<uint64_t>(
+              f.integer(std::string(to_string(static_cast<FaultSite>(i))), 0, 0, INT64_MAX));
+        }
+        f.finish();
+        trace.ops.faults_fired = fired;
+      }
       const std::string hash = end.string("event_hash", "");
       if (!hash.empty()) trace.ops.event_hash = parse_hex64(hash, end, "event_hash");
       const nlohmann::json& v = end.raw("violation");

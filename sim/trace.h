@@ -14,12 +14,15 @@
 // without its end record is one too (it was cut short).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/executor.h"
+#include "sim/faults.h"
 #include "sim/op.h"
 #include "sim/scenario.h"
 #include "sim/workload.h"
@@ -48,6 +51,8 @@ struct OpTrace {
   std::optional<uint64_t> event_hash;
   std::optional<SimViolation> violation;
   std::optional<int64_t> ticks;  // the last tick (version 2)
+  // Faults the recording run fired, per site (version 2; the ops carry their effects).
+  std::optional<std::array<uint64_t, kFaultSites>> faults_fired;
   // Per op (parallel to `ops`, or empty): the recorded outcome and hash chain (version 2).
   std::vector<OpCheck> checks;
   // Where it was read from (empty for a trace built in memory): the source, the line of each
@@ -59,7 +64,31 @@ struct OpTrace {
   int64_t version = kTraceVersion;
 };
 
+// Arrivals with a recipe are written as "segments" (compact), others as "prompt" tokens; the
+// reader takes both and keeps recipes unexpanded until the request arrives.
 void write_workload_trace(const std::string& path, const WorkloadTrace& trace);
+nlohmann::json arrival_json(const Arrival& a);
+
+// Writes a workload trace one arrival at a time (gen and import stream into it).
+// "-" writes to standard output; a file appears only when close() succeeds.
+class WorkloadTraceWriter {
+ public:
+  WorkloadTraceWriter(const std::string& path, const Scenario& scenario, uint64_t seed);
+  ~WorkloadTraceWriter();  // without close(): the partial file is removed
+  WorkloadTraceWriter(const WorkloadTraceWriter&) = delete;
+  WorkloadTraceWriter& operator=(const WorkloadTraceWriter&) = delete;
+  void add(const Arrival& a);
+  void close();  // an InputError if anything failed to write
+  int64_t count() const { return count_; }
+
+ private:
+  std::ostream& out();
+  std::string path_;
+  std::string tmp_;  // "" for standard output
+  std::ofstream file_;
+  int64_t count_ = 0;
+  bool closed_ = false;
+};
 void write_op_trace(const std::string& path, const OpTrace& trace);
 
 // Reads either kind; `kind` tells which one it was ("workload" or "ops").

@@ -62,9 +62,16 @@ struct HandoutRecord {
 
 enum class PhysicalState : uint8_t { kLive, kPendingEvents, kCached, kReleased };
 
+// Frees what calloc returned.
+struct CallocFree {
+  void operator()(std::byte* p) const noexcept;
+};
+
 struct PhysicalBlock {
-  std::unique_ptr<std::byte[]> data;  // null once released
-  size_t capacity = 0;                // rounded bytes
+  // calloc'd: a large block comes from the OS as zero pages that cost no memory until first
+  // touched, so a pool sized for the worst case costs what its slots actually use.
+  std::unique_ptr<std::byte[], CallocFree> data;  // null once released
+  size_t capacity = 0;                            // rounded bytes
   MemoryKind kind = MemoryKind::kDevice;
   StreamId home = 0;  // the allocation stream: only its later allocations reuse the block
   PhysicalState state = PhysicalState::kLive;

@@ -54,10 +54,20 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
     }
   }
   active_ = true;
-  // The tree's slots for the prefix: recomputed from the anchor's path (root→anchor).
-  kv_ = IndexVector(Tier::kDevice, {});
-  for (TreeNode* n : RadixTree::path_to(*anchor))
-    kv_.append(*n->full().value);
+  // The tree's slots for the prefix (root→anchor): the match already returned them unless a
+  // load-back moved the anchor, in which case they are read off the anchor's path.
+  if (anchor == m.last_device_node) {
+    kv_ = std::move(m.device_indices);
+    int64_t path_tokens = 0;  // O(depth), no copy: the match and the anchor's path agree
+    for (const TreeNode* n = anchor; !n->is_root(); n = n->parent)
+      path_tokens += n->token_count();
+    KV_ASSERT(path_tokens == static_cast<int64_t>(kv_.size()),
+              "match indices and the anchor's path disagree");
+  } else {
+    kv_ = IndexVector(Tier::kDevice, {});
+    for (TreeNode* n : RadixTree::path_to(*anchor))
+      kv_.append(*n->full().value);
+  }
   owned_from_ = kv_.size();
   out.device_hit_tokens = static_cast<int64_t>(owned_from_) - out.host_hit_tokens;
   if (has_swa) swa_ = cache_.path_swa_slots(*anchor);

@@ -12,7 +12,9 @@ void default_assert_handler(const char* expr, const char* file, int line, const 
   std::abort();
 }
 
-AssertHandler g_handler = &default_assert_handler;
+// Per thread: sweeps run seeds on worker threads, each installing its own handler around its
+// simulated steps (ScopedThrowingAsserts), which must not leak into another thread's run.
+thread_local AssertHandler g_handler = &default_assert_handler;
 
 }  // namespace
 

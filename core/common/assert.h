@@ -27,7 +27,8 @@ class AssertionFailure : public std::logic_error {
 using AssertHandler = void (*)(const char* expr, const char* file, int line,
                                const std::string& msg);
 
-// Installs `handler` (nullptr restores the default abort handler); returns the previous one.
+// Installs `handler` for the calling thread (nullptr restores the default abort handler);
+// returns the previous one. Each thread starts with the default handler.
 AssertHandler set_assert_handler(AssertHandler handler);
 
 // The handler that throws AssertionFailure.

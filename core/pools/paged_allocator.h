@@ -50,6 +50,10 @@ class PagedSlotAllocator {
   int64_t slot_count() const { return capacity() + page_size_; }  // pool slots, page 0 included
   int64_t available_size() const { return static_cast<int64_t>(free_pages_.size()) * page_size_; }
   bool is_allocated(SlotIndex slot) const;
+  // The same by page number (1..page_count), inline: sanity walks ask once per owned page.
+  bool page_is_allocated(int64_t page) const {
+    return page >= 1 && page <= page_count_ && state_[static_cast<size_t>(page)] == kAllocated;
+  }
   // "" when consistent, else a description of the first problem (O(pages)).
   std::string check() const;
 

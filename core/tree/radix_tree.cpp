@@ -1,6 +1,7 @@
 #include "core/tree/radix_tree.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/common/assert.h"
@@ -53,13 +54,17 @@ TreeNode* RadixTree::find(NodeId id) const {
 ChildKey RadixTree::child_key(Namespace ns, std::span<const Token> tokens) const {
   const auto page = static_cast<size_t>(options_.page_size);
   KV_ASSERT(tokens.size() >= page, "child key needs a whole page");
-  return ChildKey{ns, std::vector<Token>(tokens.begin(), tokens.begin() + page)};
+  return ChildKey{ns, tokens.first(page)};  // a view: no copy
 }
 
-size_t RadixTree::common_prefix(const std::vector<Token>& key,
-                                std::span<const Token> tokens) const {
+size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const Token> tokens) const {
   const size_t limit = std::min(key.size(), tokens.size());
+  // Whole chunks by memcmp, then token by token inside the first differing chunk.
+  constexpr size_t kChunk = 64;
   size_t n = 0;
+  while (n + kChunk <= limit &&
+         std::memcmp(key.data() + n, tokens.data() + n, kChunk * sizeof(Token)) == 0)
+    n += kChunk;
   while (n < limit && key[n] == tokens[n])
     ++n;
   KV_PROBE_IF(n < limit && n % static_cast<size_t>(options_.page_size) != 0,
@@ -82,6 +87,7 @@ TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, std::vector<Token>
       parent->is_root() && probe_other_namespace_holds(*parent, ns, raw->key,
                                                        static_cast<size_t>(options_.page_size)),
       tree_ns_shared_tokens);
+  // The map's key is a view into the child's own key.
   auto [it, inserted] = parent->children.emplace(child_key(ns, raw->key), std::move(node));
   KV_ASSERT(inserted, "child key already present");
   nodes_[raw->id] = raw;
@@ -92,8 +98,10 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   KV_ASSERT(prefix_tokens > 0 && prefix_tokens < node.key.size(), "Invalid prefix size for split");
   KV_ASSERT(prefix_tokens % static_cast<size_t>(options_.page_size) == 0, "unaligned split");
   TreeNode* parent = node.parent;
-  const ChildKey key = child_key(node.ns, node.key);
   probe_split(node);
+  // Take node's entry out of the parent's map before its key (which the entry views) changes.
+  auto entry = parent->children.extract(child_key(node.ns, node.key));
+  KV_ASSERT(!entry.empty() && entry.mapped().get() == &node, "split of a node its parent lacks");
 
   auto prefix = std::make_unique<TreeNode>();
   prefix->id = next_id_++;
@@ -115,12 +123,14 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
                           node.hash_value.begin() + static_cast<ptrdiff_t>(pages));
   }
 
-  // Re-hang: the parent's slot (same first page) now holds the prefix; the prefix holds node.
-  std::unique_ptr<TreeNode>& slot = parent->children.at(key);
-  std::unique_ptr<TreeNode> suffix = std::move(slot);
+  // Re-hang: the parent's entry (same first page) now holds the prefix; the prefix holds node.
+  std::unique_ptr<TreeNode> suffix = std::move(entry.mapped());
   TreeNode* raw = prefix.get();
-  slot = std::move(prefix);
+  entry.key() = child_key(raw->ns, raw->key);
+  entry.mapped() = std::move(prefix);
+  parent->children.insert(std::move(entry));
   suffix->parent = raw;
+  raw->device_children = suffix->evicted() ? 0 : 1;
   raw->children.emplace(child_key(raw->ns, suffix->key), std::move(suffix));
   nodes_[raw->id] = raw;
   refresh_leaf(node);
@@ -143,11 +153,13 @@ TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token
 MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens) {
   const auto page = static_cast<size_t>(options_.page_size);
   std::span<const Token> rest = tokens.first(tokens.size() / page * page);
-  std::vector<TreeNode*> path;
+  std::vector<TreeNode*>& path = match_path_;
+  path.clear();
   TreeNode* node = root_.get();
   while (!rest.empty()) {
     // After a partial match the walk ends by itself: the split node's only child starts
-    // with a page that differs from the rest of the key.
+    // with a page that differs from the rest of the key. descend refreshes each node's access
+    // time on the way down (root→leaf: deeper nodes are more recent).
     size_t n = 0;
     TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/true);
     if (child == nullptr) break;
@@ -160,16 +172,20 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
   result.last_device_node = root_.get();
   result.last_host_node = root_.get();
   result.best_match_node = root_.get();
+  // The full-attention verdict is computed inline; only auxiliary components (hybrid models)
+  // need validator objects.
   std::vector<std::unique_ptr<MatchValidator>> validators;
-  for (const auto& c : components_)
-    validators.push_back(c->make_validator());
+  if (components_.size() > 1 && !path.empty()) {
+    for (size_t c = 1; c < components_.size(); ++c)
+      validators.push_back(components_[c]->make_validator());
+  }
   size_t device_depth = 0;  // path entries up to last_device_node
   size_t best_depth = 0;
+  size_t device_tokens = 0;
   for (size_t i = 0; i < path.size(); ++i) {
     TreeNode* n = path[i];
-    touch(*n);  // root→leaf: deeper nodes are more recent
-    bool device = true;
-    bool host = true;
+    bool device = !n->evicted();  // FullComponent's validator
+    bool host = device || n->backed_up();
     for (auto& v : validators) {
       const MatchVerdict verdict = v->visit(*n);
       device = device && verdict.device;
@@ -185,10 +201,16 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
     }
     if (n->backed_up()) result.last_host_node = n;
   }
+  for (size_t i = 0; i < device_depth; ++i)
+    device_tokens += path[i]->key.size();
+  std::vector<SlotIndex> slots;
+  slots.reserve(device_tokens);
   for (size_t i = 0; i < device_depth; ++i) {
     KV_ASSERT(!path[i]->evicted(), "device match through an evicted node");
-    result.device_indices.append(*path[i]->full().value);
+    const std::span<const SlotIndex> v = path[i]->full().value->span();
+    slots.insert(slots.end(), v.begin(), v.end());
   }
+  result.device_indices = IndexVector(Tier::kDevice, std::move(slots));
   for (size_t i = device_depth; i < best_depth; ++i) {
     result.host_hit_length += path[i]->token_count();
   }
@@ -233,8 +255,7 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
       bump_hit_count(*child);
       result.hit_nodes.push_back(child);
     }
-    adopt_swa(*child, pos, n);
-    touch(*child);
+    adopt_swa(*child, pos, n);  // descend refreshed the access time
     pos += n;
     node = child;
   }
@@ -350,11 +371,11 @@ void RadixTree::dec_full_lock(TreeNode& node) {
 }
 
 TreeNode* RadixTree::next_device_victim() const {
-  return device_leaves_.empty() ? nullptr : device_leaves_.begin()->second;
+  return device_leaves_.front();
 }
 
 TreeNode* RadixTree::next_host_victim() const {
-  return host_leaves_.empty() ? nullptr : host_leaves_.begin()->second;
+  return host_leaves_.front();
 }
 
 ReleasedSlots RadixTree::demote(TreeNode& node) {
@@ -364,6 +385,7 @@ ReleasedSlots RadixTree::demote(TreeNode& node) {
   release_aux(node, out, /*device=*/true, /*host=*/false);
   out.device[0] = std::move(*node.full().value);
   node.full().value.reset();
+  --node.parent->device_children;
   evictable_size_ -= node.token_count();
   refresh_leaf_and_parent(node);
   return out;
@@ -377,6 +399,7 @@ ReleasedSlots RadixTree::remove_device_leaf(TreeNode& node) {
   release_aux(node, out, /*device=*/true, /*host=*/true);
   out.device[0] = std::move(*node.full().value);
   node.full().value.reset();
+  --node.parent->device_children;
   evictable_size_ -= node.token_count();
   detach(node);
   return out;
@@ -398,6 +421,7 @@ void RadixTree::set_device_value(TreeNode& node, IndexVector value) {
   KV_ASSERT(value.size() == node.key.size() && value.tier() == Tier::kDevice, "device value shape");
   KV_ASSERT(value.residency() == Residency::kHost, "tree stores host-resident indices only");
   node.full().value = std::move(value);
+  ++node.parent->device_children;
   evictable_size_ += node.token_count();  // evicted nodes are never locked
   refresh_leaf_and_parent(node);
 }
@@ -430,11 +454,8 @@ int64_t RadixTree::host_size() const {
 }
 
 bool RadixTree::is_device_leaf(const TreeNode& node) const {
-  if (node.is_root() || node.evicted() || node.full().lock_ref > 0) return false;
-  for (const auto& [key, child] : node.children) {
-    if (!child->evicted()) return false;
-  }
-  return true;
+  return !node.is_root() && !node.evicted() && node.full().lock_ref == 0 &&
+         node.device_children == 0;
 }
 
 bool RadixTree::is_host_leaf(const TreeNode& node) const {
@@ -443,21 +464,29 @@ bool RadixTree::is_host_leaf(const TreeNode& node) const {
 }
 
 void RadixTree::file_device_leaf(TreeNode& node, bool member) {
-  if (node.device_leaf_key) device_leaves_.erase(*node.device_leaf_key);
-  node.device_leaf_key.reset();
-  if (!member) return;
+  if (!member) {
+    if (node.device_leaf_key) device_leaves_.erase(node);
+    node.device_leaf_key.reset();
+    return;
+  }
   const EvictionKey key = eviction_key(options_.eviction_policy, node);
-  device_leaves_.emplace(key, &node);
+  if (node.device_leaf_key == key) return;  // filed already, same place
+  if (node.device_leaf_key) device_leaves_.erase(node);
   node.device_leaf_key = key;
+  device_leaves_.insert(node, key);
 }
 
 void RadixTree::file_host_leaf(TreeNode& node, bool member) {
-  if (node.host_leaf_key) host_leaves_.erase(*node.host_leaf_key);
-  node.host_leaf_key.reset();
-  if (!member) return;
+  if (!member) {
+    if (node.host_leaf_key) host_leaves_.erase(node);
+    node.host_leaf_key.reset();
+    return;
+  }
   const EvictionKey key = eviction_key(EvictionPolicy::kLru, node);
-  host_leaves_.emplace(key, &node);
+  if (node.host_leaf_key == key) return;
+  if (node.host_leaf_key) host_leaves_.erase(node);
   node.host_leaf_key = key;
+  host_leaves_.insert(node, key);
 }
 
 void RadixTree::refresh_leaf(TreeNode& node) {
@@ -524,6 +553,15 @@ void RadixTree::check_shape(SanityReport& report) const {
         report.add("tree.shape", "child stored under the wrong key", child->id);
       }
     }
+    int32_t on_device = 0;
+    for (const auto& [key, child] : n.children)
+      on_device += child->evicted() ? 0 : 1;
+    if (on_device != n.device_children) {
+      report.add("tree.shape",
+                 "device_children " + std::to_string(n.device_children) +
+                     " != children on device " + std::to_string(on_device),
+                 n.id);
+    }
     if (n.is_root()) return;
     if (n.key.empty() || n.key.size() % page != 0) {
       report.add("tree.shape", "Misaligned key", n.id);
@@ -562,13 +600,8 @@ void RadixTree::check_accounting(SanityReport& report) const {
     const bool host_leaf = is_host_leaf(n);
     device_leaves += device_leaf ? 1 : 0;
     host_leaves += host_leaf ? 1 : 0;
-    const bool filed_device = n.device_leaf_key.has_value() &&
-                              *n.device_leaf_key == eviction_key(options_.eviction_policy, n) &&
-                              device_leaves_.count(*n.device_leaf_key) == 1 &&
-                              device_leaves_.at(*n.device_leaf_key) == &n;
-    const bool filed_host =
-        n.host_leaf_key.has_value() && *n.host_leaf_key == eviction_key(EvictionPolicy::kLru, n) &&
-        host_leaves_.count(*n.host_leaf_key) == 1 && host_leaves_.at(*n.host_leaf_key) == &n;
+    const bool filed_device = device_leaves_.holds(n, eviction_key(options_.eviction_policy, n));
+    const bool filed_host = host_leaves_.holds(n, eviction_key(EvictionPolicy::kLru, n));
     if (device_leaf != filed_device) {
       report.add("tree.leaf_set", device_leaf ? "D-leaf missing" : "D-leaf extra", n.id);
     }
@@ -579,6 +612,10 @@ void RadixTree::check_accounting(SanityReport& report) const {
   });
   if (device_leaves != device_leaves_.size() || host_leaves != host_leaves_.size()) {
     report.add("tree.leaf_set", "leaf sets hold stale nodes");
+  }
+  for (const LeafOrder* order : {&device_leaves_, &host_leaves_}) {
+    const std::string problem = order->check();
+    if (!problem.empty()) report.add("tree.leaf_set", problem);
   }
   if (evictable != evictable_size_) {
     report.add("tree.size_accounting", "evictable_size " + std::to_string(evictable_size_) +

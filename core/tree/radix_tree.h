@@ -34,6 +34,7 @@
 #include "core/common/sanity.h"
 #include "core/tree/component.h"
 #include "core/tree/eviction_policy.h"
+#include "core/tree/leaf_order.h"
 #include "core/tree/match_result.h"
 #include "core/tree/tree_node.h"
 
@@ -153,7 +154,7 @@ class RadixTree {
   TreeNode* descend(TreeNode& node, Namespace ns, std::span<const Token> rest, size_t* matched,
                     bool touch_child);
   ChildKey child_key(Namespace ns, std::span<const Token> tokens) const;
-  size_t common_prefix(const std::vector<Token>& key, std::span<const Token> tokens) const;
+  size_t common_prefix(std::span<const Token> key, std::span<const Token> tokens) const;
   void refresh_leaf(TreeNode& node);
   void refresh_leaf_and_parent(TreeNode& node);
   void file_device_leaf(TreeNode& node, bool member);
@@ -171,8 +172,9 @@ class RadixTree {
   std::unique_ptr<TreeNode> root_;
   std::vector<std::unique_ptr<TreeComponent>> components_;
   std::map<NodeId, TreeNode*> nodes_;  // every live node, root included
-  std::map<EvictionKey, TreeNode*> device_leaves_;
-  std::map<EvictionKey, TreeNode*> host_leaves_;
+  LeafOrder device_leaves_{&TreeNode::device_link, &TreeNode::device_leaf_key};
+  LeafOrder host_leaves_{&TreeNode::host_link, &TreeNode::host_leaf_key};
+  std::vector<TreeNode*> match_path_;  // match_prefix's scratch (no allocation per call)
   NodeId next_id_ = 1;
   uint64_t clock_ = 0;  // logical access clock
   int64_t evictable_size_ = 0;

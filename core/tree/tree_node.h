@@ -5,17 +5,20 @@
 //  1. key is a positive multiple of page_size tokens (root: empty); every present value and
 //     host value has exactly key.size() host-resident slots of the right tier;
 //  2. hash_value, when present, has key.size() / page_size digests;
-//  3. children are keyed by ChildKey{ns, first page of the child's key}; child->parent == this;
+//  3. children are keyed by ChildKey{ns, first page of the child's key}, a view into that
+//     key; child->parent == this; device_children counts the children with a device value;
 //  4. full lock_ref >= 0, host_lock_ref >= 0; full lock_ref > 0 implies a device value.
 // The root has an empty key, empty device and host values (so it is neither evicted nor
 // missing a backup) and a permanent lock_ref of 1.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -50,22 +53,49 @@ struct ReleasedSlots {
   const IndexVector& full_host() const { return *host[0]; }
 };
 
-// Children are found by namespace + first page, which keeps tenants disjoint.
+// Children are found by namespace + first page, which keeps tenants disjoint. A ChildKey is a
+// view: the key stored in a parent's map points into the child's own key (tokens are stored
+// once), and lookups point into the caller's tokens (no allocation per tree step). Ordered by
+// namespace, then lexicographically by page.
 struct ChildKey {
   Namespace ns = 0;
-  std::vector<Token> page;
-  friend auto operator<=>(const ChildKey&, const ChildKey&) = default;
+  std::span<const Token> page;
+
+  friend bool operator==(const ChildKey& a, const ChildKey& b) {
+    return a.ns == b.ns && std::equal(a.page.begin(), a.page.end(), b.page.begin(), b.page.end());
+  }
+};
+
+struct ChildKeyLess {
+  bool operator()(const ChildKey& a, const ChildKey& b) const {
+    if (a.ns != b.ns) return a.ns < b.ns;
+    const size_t n = std::min(a.page.size(), b.page.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (a.page[i] != b.page[i]) return a.page[i] < b.page[i];
+    }
+    return a.page.size() < b.page.size();
+  }
 };
 
 // Priority of a node in an eviction order: smallest first, node id last (total order).
 using EvictionKey = std::array<uint64_t, 3>;
+
+struct TreeNode;
+// Intrusive links of a node in one LeafOrder (core/tree/leaf_order.h).
+struct LeafLink {
+  TreeNode* prev = nullptr;
+  TreeNode* next = nullptr;
+  bool listed = false;  // in the ordered list (else, when filed, in the out-of-order map)
+};
 
 struct TreeNode {
   NodeId id = 0;
   TreeNode* parent = nullptr;
   Namespace ns = 0;
   std::vector<Token> key;
-  std::map<ChildKey, std::unique_ptr<TreeNode>> children;
+  std::map<ChildKey, std::unique_ptr<TreeNode>, ChildKeyLess> children;
+  // Children holding a full device value (is_device_leaf in O(1)); kept by RadixTree.
+  int32_t device_children = 0;
   std::array<ComponentData, kComponentTypesMax> data;
   std::vector<PageDigest> hash_value;  // per-page storage keys; empty until computed
   uint64_t last_access = 0;            // logical clock, never wall time
@@ -79,6 +109,8 @@ struct TreeNode {
   // device / host evictable-leaf set, if it is in that set.
   std::optional<EvictionKey> device_leaf_key;
   std::optional<EvictionKey> host_leaf_key;
+  LeafLink device_link;
+  LeafLink host_link;
   // Per auxiliary component: the key under which this node is filed in that component's
   // evictable set (device value present, component lock_ref == 0).
   std::array<std::optional<EvictionKey>, kComponentTypesMax> aux_key;

@@ -15,7 +15,7 @@ namespace kvsim {
 inline bool probe_other_namespace_holds(const TreeNode& parent, Namespace ns,
                                         std::span<const Token> key, size_t page) {
   if (key.size() < page) return false;
-  ChildKey probe{0, std::vector<Token>(key.begin(), key.begin() + static_cast<ptrdiff_t>(page))};
+  ChildKey probe{0, key.first(page)};  // a view (ChildKey never owns its tokens)
   auto it = parent.children.begin();
   while (it != parent.children.end()) {
     const Namespace other = it->first.ns;

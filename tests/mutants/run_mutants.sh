@@ -106,7 +106,8 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
       caught="$scenario"
       traces=()
       while read -r line; do
-        traces+=("$out/kvsim-$scenario-seed$(printf '%s' "$line" | json_field seed).trace.jsonl")
+        # kvsim names each failing trace uniquely and lists it in --json as "trace".
+        traces+=("$(printf '%s' "$line" | sed -n 's/.*"trace":"\([^"]*\)".*/\1/p')")
       done <<<"$failing"
       break
     fi

@@ -186,8 +186,7 @@ size_t peek_device_depth(const RadixTree& tree, Namespace ns, std::span<const To
   size_t pos = 0;
   size_t depth = 0;
   while (pos < aligned) {
-    const ChildKey key{ns, std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
-                                              tokens.begin() + static_cast<ptrdiff_t>(pos + page))};
+    const ChildKey key{ns, std::span<const Token>(tokens).subspan(pos, page)};
     auto it = node->children.find(key);
     if (it == node->children.end()) break;
     const TreeNode& child = *it->second;

@@ -18,12 +18,13 @@ constexpr uint64_t kLimit = uint64_t{32} << 20;  // 32 MiB: small, so the check 
 
 // A size drawn log-uniformly from [1, 2^max_log2], rounded up to a multiple of `multiple`.
 rc::Gen<int64_t> log_size(int max_log2, int64_t multiple) {
-  return rc::gen::map(rc::gen::pair(rc::gen::inRange(0, max_log2 + 1), rc::gen::arbitrary<uint32_t>()),
-                      [=](const std::pair<int, uint32_t>& p) {
-                        const int64_t top = int64_t{1} << p.first;
-                        const int64_t v = top / 2 + static_cast<int64_t>(p.second % (top / 2 + 1));
-                        return (std::max<int64_t>(v, 1) + multiple - 1) / multiple * multiple;
-                      });
+  return rc::gen::map(
+      rc::gen::pair(rc::gen::inRange(0, max_log2 + 1), rc::gen::arbitrary<uint32_t>()),
+      [=](const std::pair<int, uint32_t>& p) {
+        const int64_t top = int64_t{1} << p.first;
+        const int64_t v = top / 2 + static_cast<int64_t>(p.second % (top / 2 + 1));
+        return (std::max<int64_t>(v, 1) + multiple - 1) / multiple * multiple;
+      });
 }
 
 RC_GTEST_PROP(AcceptedConfig, RunsToAVerdictWithinItsMemoryLimit, ()) {

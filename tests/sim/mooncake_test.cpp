@@ -46,8 +46,8 @@ TEST(Mooncake, EqualIdsGiveEqualTokensAndPromptsHaveTheirLength) {
   EXPECT_NE(mooncake_block_tokens(7, 512), mooncake_block_tokens(8, 512));
   const std::vector<Arrival> a = import_mooncake(kTrace, 512, 1.0, 3);
   ASSERT_EQ(a.size(), 3u);
-  EXPECT_EQ(a[0].prompt.size(), 40160u);
-  EXPECT_EQ(a[1].prompt.size(), 36640u);
+  EXPECT_EQ(prompt_of(a[0]).size(), 40160u);
+  EXPECT_EQ(prompt_of(a[1]).size(), 36640u);
 }
 
 TEST(Mooncake, MalformedLinesNameFileLineAndField) {

@@ -22,6 +22,8 @@ struct RunCommand {
   std::string scenario;  // "" = the built-in default
   uint64_t seed = 0;     // 0 = the scenario's seed
   uint64_t seeds = 1;
+  unsigned jobs = 1;  // worker threads for a sweep (results are the same for every value)
+  std::string shard;  // "I/N": run only the seeds at positions I, I+N, ... of the sweep
   bool json = false;
   std::string record;         // write the op trace of the (single) run here
   std::string failure_trace;  // where a failing run writes its op trace ("" = next to cwd)

@@ -68,6 +68,15 @@ int main(int argc, char** argv) {
       ->check(kNotNegative)
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}))
       ->capture_default_str();
+  run_cmd
+      ->add_option("-j,--jobs", run.jobs,
+                   "Run a sweep's seeds on this many threads (results and summary are the same "
+                   "for every value)")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
+  run_cmd->add_option("--shard", run.shard,
+                      "I/N: run only shard I (from 0) of N of the sweep, the seeds at positions "
+                      "I, I+N, I+2N, ... (for CI matrices and batch jobs)");
   run_cmd->add_flag("--json", run.json, "One JSON summary per seed");
   run_cmd->add_option("--record", run.record,
                       "Write the op trace of the run to this file (- : standard output)");
