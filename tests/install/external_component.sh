@@ -15,7 +15,9 @@ for f in bin/kvsim lib/cmake/kvsim/kvsimConfig.cmake lib/cmake/kvsim/kvsimTarget
          include/kvsim/conformance/conformance.h share/kvsim/kvsim_import_sglang.py; do
   [ -e "$prefix/$f" ] || { echo "external_component: $f was not installed"; exit 1; }
 done
-"$prefix/bin/kvsim" run --seed 3 | grep -q "seed 3: ok"
+# (captured first: grep -q closing the pipe early would kill kvsim with SIGPIPE under pipefail)
+"$prefix/bin/kvsim" run --seed 3 >"$work/run.log"
+grep -q "seed 3: ok" "$work/run.log" || { echo "external_component: installed kvsim run failed"; cat "$work/run.log"; exit 1; }
 # pkg-config: a program against the core and the simulator, compiled from the flags alone.
 if command -v pkg-config >/dev/null; then
   cat >"$work/pc.cpp" <<'CPP'

@@ -68,9 +68,12 @@ Shape check_structure(const nlohmann::json& doc) {
       EXPECT_TRUE(e.contains("dur") && e.at("dur").get<int>() >= 1) << e.dump();
       EXPECT_TRUE(e.contains("args")) << e.dump();
       const std::string cat = e.at("cat");
-      if (cat == "copy" || cat == "upload" || cat == "transfer")
+      if (cat == "copy" || cat == "upload" || cat == "transfer") {
         EXPECT_TRUE(e.at("args").contains("bytes")) << e.dump();
-      if (cat == "transfer") EXPECT_TRUE(e.at("args").contains("indices")) << e.dump();
+      }
+      if (cat == "transfer") {
+        EXPECT_TRUE(e.at("args").contains("indices")) << e.dump();
+      }
     } else if (ph == "b" || ph == "e" || ph == "n") {
       if (!e.contains("id")) {
         ADD_FAILURE() << "no id: " << e.dump();
