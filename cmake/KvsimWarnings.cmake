@@ -7,15 +7,19 @@ function(kvsim_target_warnings target)
   endif()
 endfunction()
 
-# kvsim_module(<name> DEPS <libs...>): a static library from every .cpp in the current folder.
+# kvsim_module(<name> DEPS <libs...>): a static library from every .cpp in the current folder,
+# installed and exported as kvsim::<name without kvsim_> (cmake/KvsimInstall.cmake).
 function(kvsim_module name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   add_library(${name} STATIC ${_srcs})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                            $<INSTALL_INTERFACE:include/kvsim>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
   target_compile_definitions(${name} PUBLIC KVSIM_VERIFY=$<BOOL:${KVSIM_VERIFY}>
                                                    KVSIM_PROBES=$<BOOL:${KVSIM_PROBES}>)
-  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  string(REGEX REPLACE "^kvsim_" "" _export ${name})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${_export})
   kvsim_target_warnings(${name})
+  install(TARGETS ${name} EXPORT kvsimTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()

@@ -28,6 +28,7 @@ Executor::Executor(const Scenario& scenario, uint64_t seed)
 }
 
 Executor::~Executor() {
+  if (observer_ != nullptr) observer_->on_executor_gone();
   // Requests still holding slots are dropped without checks: the run is over.
   for (auto& [rid, r] : requests_) {
     if (r.kv && r.kv->active()) {
@@ -66,6 +67,8 @@ void Executor::fail(std::string invariant, std::string detail) {
 OpOutcome Executor::apply(const Op& op) {
   KV_ASSERT(!violation_, "apply after a violation");
   ++stats_.ops;
+  const size_t index = static_cast<size_t>(stats_.ops - 1);
+  if (observer_ != nullptr) observer_->before_op(index, op);
   OpOutcome out;
   {
     ScopedThrowingAsserts asserts;
@@ -81,6 +84,7 @@ OpOutcome Executor::apply(const Op& op) {
   if (!out.applied) ++stats_.rejected;
   // A rejected op changed nothing: the checks (and the full-check period) count applied ops.
   if (!violation_ && out.applied) after_op();
+  if (observer_ != nullptr) observer_->after_op(index, op, out);
   return out;
 }
 

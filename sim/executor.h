@@ -23,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/backend/cpu_backend.h"
@@ -96,6 +97,17 @@ struct OpOutcome {
   std::string why;       // when rejected: why, e.g. "request 7 is not running"
 };
 
+// Watches an executor (sim/timeline.h): every op before and after it is applied, and the
+// fault sites the scheduler fires. Off (null) by default: one pointer test per op.
+class ExecutorObserver {
+ public:
+  virtual ~ExecutorObserver() = default;
+  virtual void before_op(size_t index, const Op& op) = 0;
+  virtual void after_op(size_t index, const Op& op, const OpOutcome& outcome) = 0;
+  virtual void on_fault(std::string_view site) = 0;
+  virtual void on_executor_gone() = 0;  // from ~Executor: forget it
+};
+
 class Executor;
 // Runs right after an executor is built, before any op: tests use it to plant a bug in a
 // test-only component or backend hook, and replay and shrink must apply the same setup.
@@ -118,10 +130,18 @@ class Executor {
   const Scenario& scenario() const { return scenario_; }
   HiCache& cache() { return *cache_; }
   CpuBackend& backend() { return backend_; }
+  // The store as the core sees it (null without a storage tier); faults are armed only inside
+  // a storage op, so reads from outside one see the store as it is.
+  StorageBackend* storage() { return storage_ ? storage_->backend() : nullptr; }
   const std::map<RequestId, SimRequest>& requests() const { return requests_; }
   const SimRequest* request(RequestId rid) const;
   // The storage tier's counters and contents now (enabled = false without one).
   StorageRunStats storage_stats() const;
+  void set_observer(ExecutorObserver* observer) { observer_ = observer; }
+  ExecutorObserver* observer() const { return observer_; }
+  void note_fault(std::string_view site) {
+    if (observer_ != nullptr) observer_->on_fault(site);
+  }
 
  private:
   OpOutcome dispatch(const Op& op);
@@ -176,6 +196,7 @@ class Executor {
   uint64_t hash_ = 1469598103934665603ull;
   int64_t since_full_check_ = 0;
   Block scratch_;
+  ExecutorObserver* observer_ = nullptr;
 };
 
 }  // namespace kvsim::sim

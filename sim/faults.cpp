@@ -60,6 +60,7 @@ bool Faults::fire(FaultSite site) {
   }
   if (!rng_.chance(p)) return false;
   ++fired_[i];
+  if (on_fire_) on_fire_(site);
   return true;
 }
 

@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string_view>
+#include <utility>
 
 #include "sim/rng.h"
 #include "sim/scenario.h"
@@ -43,12 +45,15 @@ class Faults {
   // True when the site is enabled for this seed and fires now.
   bool fire(FaultSite site);
   uint64_t fired(FaultSite site) const { return fired_[static_cast<size_t>(site)]; }
+  // Called each time a site fires (the timeline export); none by default.
+  void set_on_fire(std::function<void(FaultSite)> on_fire) { on_fire_ = std::move(on_fire); }
 
  private:
   Rng rng_;
   double probability_;
   std::array<bool, kFaultSites> enabled_{};
   std::array<uint64_t, kFaultSites> fired_{};
+  std::function<void(FaultSite)> on_fire_;
 };
 
 }  // namespace kvsim::sim

@@ -14,6 +14,9 @@ Scheduler::Scheduler(const Scenario& scenario, uint64_t seed,
       arrivals_(std::move(arrivals)),
       sink_(std::move(sink)) {
   if (setup) setup(executor_);
+  if (executor_.observer() != nullptr) {
+    faults_.set_on_fire([this](FaultSite site) { executor_.note_fault(to_string(site)); });
+  }
   pull_arrival();
 }
 

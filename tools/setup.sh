@@ -2,6 +2,8 @@
 # Installs every build and test dependency of kvsim from Debian packages.
 # Idempotent: it calls apt only for packages that are missing, so a second run costs ~0.2 s.
 # CUDA is not installed here: it is used when nvcc is present (see CMakeLists.txt).
+# pkg-config, graphviz (dot) and chromium (headless) serve the install, tree-picture and report
+# tests (docs/outputs.md); those tests skip cleanly where a tool is absent.
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,7 @@ packages=(
   # The Python module and its tests (python/); python3-torch is optional: the torch-path tests
   # skip without it (docs/sglang.md).
   pybind11-dev python3-dev python3-numpy python3-hypothesis
+  pkg-config graphviz chromium
 )
 
 missing=()

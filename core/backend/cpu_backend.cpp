@@ -26,7 +26,9 @@ StreamId CpuBackend::create_stream(std::string_view name) {
 }
 
 EventId CpuBackend::record_event(StreamId stream) {
-  return streams_.record(stream);
+  const EventId event = streams_.record(stream);
+  if (observer_ != nullptr) observer_->on_record(stream, event);
+  return event;
 }
 
 void CpuBackend::wait_event(StreamId stream, EventId event) {
@@ -139,6 +141,7 @@ void CpuBackend::enqueue(CpuOp op, std::initializer_list<Block> blocks) {
     op.touches.push_back(resolve(op, b));
   for (const Touch& t : op.touches)
     track(t, op.stream, +1);
+  if (observer_ != nullptr) observer_->on_enqueue(op);
   streams_.push(std::move(op));
 }
 

@@ -50,6 +50,17 @@ struct CpuBackendOptions {
   size_t host_bytes_max = 0;    // 0 = unlimited
 };
 
+// Watches a CpuBackend (the simulator's timeline export, sim/timeline.h): ops as they are
+// enqueued and as they run, and events as they are recorded. Off (null) by default; the
+// backend then pays one pointer test per call.
+class CpuBackendObserver {
+ public:
+  virtual ~CpuBackendObserver() = default;
+  virtual void on_enqueue(const CpuOp& op) = 0;
+  virtual void on_run(const CpuOp& op) = 0;  // after it ran (or was refused)
+  virtual void on_record(StreamId stream, EventId event) = 0;
+};
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(CpuBackendOptions options = {});
@@ -82,6 +93,7 @@ class CpuBackend final : public Backend {
   void clear_violations() { violations_.clear(); }
 
   // --- Driver API (not part of Backend) ---
+  void set_observer(CpuBackendObserver* observer) { observer_ = observer; }
   bool step(StreamId stream);  // runs the head op if runnable; false if empty or blocked
   bool runnable(StreamId stream) const;
   size_t pending_ops(StreamId stream) const;
@@ -126,6 +138,7 @@ class CpuBackend final : public Backend {
   std::vector<InFlight> in_flight_;  // by physical index
   std::vector<BackendViolation> violations_;
   OpId next_op_id_ = 1;
+  CpuBackendObserver* observer_ = nullptr;
 };
 
 }  // namespace kvsim

@@ -18,6 +18,7 @@ bool CpuBackend::step(StreamId stream) {
   if (!streams_.runnable(stream)) return false;
   CpuOp op = streams_.pop(stream);
   execute(op);
+  if (observer_ != nullptr) observer_->on_run(op);
   for (const Touch& t : op.touches)
     track(t, op.stream, -1);
   return true;

@@ -181,6 +181,9 @@ class HiCache {
 
   // --- Storage tier ---
   bool storage_enabled() const { return storage_ != nullptr; }
+  // In-flight transfers keyed by node (read only; tools draw them: sim/tree_picture.h).
+  bool write_pending(NodeId node) const { return pending_writes_.count(node) != 0; }
+  bool load_pending(NodeId node) const { return pending_loads_.count(node) != 0; }
   // Starts a prefetch of the part of `tokens` below `anchor` (normally last_host_node).
   // Returns false when it is not worth it (no storage, below threshold, rate limited).
   bool prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor,

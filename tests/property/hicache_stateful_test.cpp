@@ -51,14 +51,14 @@
 #include <set>
 #include <sstream>
 
+#include "conformance/oracle_io.h"
+#include "conformance/rc_replay.h"
+#include "conformance/shape.h"
 #include "core/backend/cpu_backend.h"
 #include "core/cache/hi_cache.h"
 #include "core/cache/request_kv.h"
 #include "core/common/assert.h"
 #include "core/tiers/memory_storage.h"
-#include "tests/conformance/oracle_io.h"
-#include "tests/conformance/rc_replay.h"
-#include "tests/conformance/shape.h"
 
 namespace kvsim::property {
 namespace {

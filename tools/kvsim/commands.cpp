@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "sim/call_trace_replay.h"
@@ -19,7 +20,10 @@
 #include "sim/shrink.h"
 #include "sim/storage_tier.h"
 #include "sim/sweep.h"
+#include "sim/timeline.h"
+#include "sim/tree_picture.h"
 #include "tools/kvsim/probe_report.h"
+#include "tools/kvsim/sweep_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -164,6 +168,55 @@ void save_trace_store(const std::filesystem::path& from, const std::string& trac
   sim::copy_store_pages(from, to);
 }
 
+// Writes the tree picture of a failing run beside its op trace: <trace stem>.tree.dot, and
+// .tree.svg when Graphviz is installed. Returns the path written ("" when it could not be).
+std::string write_tree_beside(const std::string& trace_path, const std::string& dot) {
+  std::string stem = trace_path;
+  const std::string suffix = ".trace.jsonl";
+  if (stem.size() > suffix.size() &&
+      stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    stem.resize(stem.size() - suffix.size());
+  }
+  const std::string path = stem + ".tree.dot";
+  std::ofstream out(path);
+  out << dot;
+  if (!out) return "";
+  std::string why;
+  if (sim::dot_to_svg(dot, stem + ".tree.svg", &why)) return path + " (+ .svg)";
+  return path;
+}
+
+// kvsim replay --tree-at: the tree after op N, as DOT or SVG, into --tree-out or a file named
+// after the trace and the op.
+void write_tree_at(const ReplayCommand& c, const sim::TreeCapture& tree) {
+  if (!tree.at_dot()) {
+    throw InputError("--tree-at: op " + std::to_string(*c.tree_at) +
+                     " is past the run's last op (" + std::to_string(tree.ops_seen()) +
+                     " ops applied)");
+  }
+  const std::string& dot = *tree.at_dot();
+  std::string out = c.tree_out;
+  if (out.empty()) {  // <trace name>.op<N>.tree.<format> in the current folder
+    std::string stem = std::filesystem::path(c.trace).filename().string();
+    const std::string suffix = ".trace.jsonl";
+    if (stem.size() > suffix.size() &&
+        stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      stem.resize(stem.size() - suffix.size());
+    }
+    out = stem + ".op" + std::to_string(*c.tree_at) + ".tree." + c.tree_format;
+  }
+  if (c.tree_format == "svg") {
+    std::string why;
+    if (!sim::dot_to_svg(dot, out, &why)) throw InputError("--format svg: " + why);
+  } else {
+    std::ofstream f(out);
+    f << dot;
+    if (!f) throw InputError("--tree-out: " + out + ": cannot write");
+  }
+  std::fprintf(stderr, "kvsim: tree after op %llu: %s\n",
+               static_cast<unsigned long long>(*c.tree_at), out.c_str());
+}
+
 }  // namespace
 
 const char* exit_code_help() {
@@ -220,6 +273,9 @@ int run_command(const RunCommand& c) {
     if (!c.record.empty() && c.seeds != 1) {
       throw InputError("--record: records one run; drop --seeds or set it to 1");
     }
+    if (!c.timeline.empty() && c.seeds != 1) {
+      throw InputError("--timeline: draws one run; drop --seeds or set it to 1");
+    }
     sim::check_memory(s, given.empty(), limit, scenario_source(s));
     check_writable(c.record, "--record");
     {
@@ -266,7 +322,12 @@ int run_command(const RunCommand& c) {
       std::vector<sim::Op> ops;
       std::vector<sim::OpCheck> checks;
       bool recorded = false;
+      std::optional<std::string> failure_tree;  // DOT of the tree at the failure
     };
+    SweepReport sweep_report(
+        "kvsim run " + (c.scenario.empty() ? std::string() : c.scenario + " ") + "--seed " +
+            std::to_string(first_seed) + " --seeds " + std::to_string(seeds.size()),
+        s.name);
     const std::vector<sim::Arrival>* arrivals = given.empty() ? nullptr : &given;
     auto job = [&](uint64_t seed) {
       SeedRun out;
@@ -277,6 +338,14 @@ int run_command(const RunCommand& c) {
                           .arrivals = arrivals,
                           .record = record ? &out.ops : nullptr,
                           .checks = record ? &out.checks : nullptr};
+      sim::TimelineRecorder timeline;
+      // Draws the tree when the run fails (written beside its op trace).
+      sim::TreeCapture tree(std::nullopt, s.name + " seed " + std::to_string(seed),
+                            c.timeline.empty() ? nullptr : &timeline);
+      req.setup = [&](sim::Executor& e) {
+        if (!c.timeline.empty()) timeline.attach(e);
+        tree.attach(e);
+      };
       bool progress_shown = false;
       if (!sweep && c.progress && tty) {
         // A long single run shows it is alive: ops and ticks, every few seconds.
@@ -292,6 +361,12 @@ int run_command(const RunCommand& c) {
       }
       out.result = sim::run_scenario(req);
       if (progress_shown) std::fprintf(stderr, "\n");
+      if (!c.timeline.empty()) {
+        timeline.write(c.timeline);
+        if (!c.json)
+          std::fprintf(c.record == "-" ? stderr : stdout, "  timeline: %s\n", c.timeline.c_str());
+      }
+      out.failure_tree = tree.failure_dot();
       out.probes = probes::snapshot();
       out.recorded = record;
       if (!out.result.ok() && !record) {
@@ -344,6 +419,16 @@ int run_command(const RunCommand& c) {
                                                      .faults_fired = r.faults_fired,
                                                      .checks = std::move(run.checks)});
       }
+      std::string tree_path;
+      if (!r.ok() && run.failure_tree && !trace_path.empty() && trace_path != "-") {
+        tree_path = write_tree_beside(trace_path, *run.failure_tree);
+      }
+      if (!c.report.empty()) {
+        nlohmann::json j = sim::summary_json(s, seed, r);
+        j["trace"] = trace_path == "-" ? std::string() : trace_path;
+        j["tree"] = tree_path;
+        sweep_report.add(std::move(j));
+      }
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
@@ -363,6 +448,9 @@ int run_command(const RunCommand& c) {
         if (!trace_path.empty()) {
           std::fprintf(report, "  op trace: %s (replay: kvsim replay %s)\n", trace_path.c_str(),
                        trace_path.c_str());
+        }
+        if (!tree_path.empty()) {
+          std::fprintf(report, "  tree at the failure: %s\n", tree_path.c_str());
         }
       }
       std::fflush(report);
@@ -403,6 +491,10 @@ int run_command(const RunCommand& c) {
               : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
     }
     if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
+    if (!c.report.empty()) {
+      const std::string page = sweep_report.write(c.report, probe_total);
+      if (!c.json) std::fprintf(report, "report: %s\n", page.c_str());
+    }
     if (c.json) {
       std::fprintf(report, "%s\n", probe_report_json(probe_total, tried).dump().c_str());
     } else {
@@ -423,11 +515,24 @@ int replay_command(const ReplayCommand& c) {
     }
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
+    sim::TimelineRecorder timeline;
+    sim::TreeCapture tree(c.tree_at, c.trace, c.timeline.empty() ? nullptr : &timeline);
+    sim::ExecutorSetup setup;
+    if (!c.timeline.empty() || c.tree_at) {
+      setup = [&](sim::Executor& e) {
+        if (!c.timeline.empty()) timeline.attach(e);
+        if (c.tree_at) tree.attach(e);
+      };
+    }
     if (t.kind == "workload") {
       const sim::Scenario& s = t.workload.scenario;
       sim::check_memory(s, false, limit, c.trace + ":1 (scenario)");
-      const sim::RunResult r = sim::run_scenario(sim::RunRequest{
-          .scenario = &s, .seed = t.workload.seed, .arrivals = &t.workload.arrivals});
+      const sim::RunResult r = sim::run_scenario(sim::RunRequest{.scenario = &s,
+                                                                 .seed = t.workload.seed,
+                                                                 .arrivals = &t.workload.arrivals,
+                                                                 .setup = setup});
+      if (!c.timeline.empty()) timeline.write(c.timeline);
+      if (c.tree_at) write_tree_at(c, tree);
       const bool fidelity = sim::has_reported(t.workload.arrivals);
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, t.workload.seed, r);
@@ -455,8 +560,10 @@ int replay_command(const ReplayCommand& c) {
     // --expect-clean replays a regression trace on a changed (fixed) core: its recorded
     // outcomes need not hold there, so it replays leniently and only the verdict counts.
     const bool strict = trace.version >= 2 && !c.expect_clean;
-    sim::ReplayReport rep =
-        sim::replay_trace(trace, {.stop_at_problem = strict, .check_chain = !c.expect_clean});
+    sim::ReplayReport rep = sim::replay_trace(
+        trace, {.setup = setup, .stop_at_problem = strict, .check_chain = !c.expect_clean});
+    if (!c.timeline.empty()) timeline.write(c.timeline);
+    if (c.tree_at) write_tree_at(c, tree);
     // The faults are the recording's (their effects are in the ops): reported as recorded.
     if (trace.faults_fired) rep.result.faults_fired = *trace.faults_fired;
     const sim::RunResult& r = rep.result;

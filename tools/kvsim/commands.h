@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kvsim::tools {
@@ -36,13 +37,19 @@ struct RunCommand {
   double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
   std::string storage_dir;     // a file store in this directory (cache.storage)
   bool storage_reuse = false;  // start on what the store holds (cache.storage.reuse)
+  std::string timeline;        // write the (single) run as a Chrome Trace Event file
+  std::string report;          // write the sweep's HTML report into this folder
   std::string memory_limit;    // "" = half the physical memory
 };
 
 struct ReplayCommand {
   std::string trace;
   bool json = false;
-  bool expect_clean = false;  // exit 0 iff the replay finds no violation (regression traces)
+  bool expect_clean = false;        // exit 0 iff the replay finds no violation (regression traces)
+  std::string timeline;             // write the replay as a Chrome Trace Event file
+  std::optional<uint64_t> tree_at;  // draw the radix tree after this op (0-based index)
+  std::string tree_format = "dot";  // dot | svg
+  std::string tree_out;             // "" = <trace name>.op<N>.tree.<format> here
   std::string memory_limit;
 };
 

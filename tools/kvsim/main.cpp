@@ -105,6 +105,10 @@ int main(int argc, char** argv) {
                    "Stop a sweep after this many seconds of wall time")
       ->check(kFinite)
       ->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--report", run.report,
+                      "Write the sweep as a self-contained HTML page, DIR/index.html");
+  run_cmd->add_option("--timeline", run.timeline,
+                      "Write the run as a Chrome Trace Event file (Perfetto, chrome://tracing)");
   const char* kMemoryHelp =
       "Refuse up front a configuration that needs more memory than this (bytes, or with K, M, "
       "G, T; default: half the physical memory)";
@@ -125,6 +129,17 @@ int main(int argc, char** argv) {
   replay_cmd->add_flag("--json", replay.json, "JSON summary");
   replay_cmd->add_flag("--expect-clean", replay.expect_clean,
                        "Exit 0 only if the replay finds no violation (regression traces)");
+  replay_cmd->add_option(
+      "--timeline", replay.timeline,
+      "Write the replay as a Chrome Trace Event file (Perfetto, chrome://tracing)");
+  replay_cmd->add_option("--tree-at", replay.tree_at,
+                         "Draw the radix tree after this op (0-based index; Graphviz DOT)");
+  replay_cmd->add_option("--format", replay.tree_format, "Tree picture format: dot or svg")
+      ->check(CLI::IsMember({"dot", "svg"}))
+      ->capture_default_str();
+  replay_cmd->add_option(
+      "--tree-out", replay.tree_out,
+      "Where --tree-at writes the picture (default: <trace>.op<N>.tree.<format>)");
   replay_cmd->add_option("--memory-limit", replay.memory_limit, kMemoryHelp);
 
   ShrinkCommand shrink;

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "conformance/example_cache.h"
+#include "conformance/shape.h"
 #include "core/backend/cpu_backend.h"
 #include "core/cache/hi_cache.h"
 #include "core/tiers/cache_controller.h"
 #include "core/tree/radix_tree.h"
-#include "tests/conformance/example_cache.h"
-#include "tests/conformance/shape.h"
 
 namespace kvsim::conformance {
 

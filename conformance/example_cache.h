@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "conformance/example_component.h"
 #include "core/pools/paged_allocator.h"
 #include "core/tree/radix_tree.h"
-#include "tests/conformance/example_component.h"
 
 namespace kvsim::conformance {
 

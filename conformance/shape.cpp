@@ -1,4 +1,4 @@
-#include "tests/conformance/shape.h"
+#include "conformance/shape.h"
 
 #include <sstream>
 

@@ -1,4 +1,4 @@
-#include "tests/conformance/example_cache.h"
+#include "conformance/example_cache.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
-#include "tests/conformance/kit.h"
+#include "conformance/kit.h"
 
+#include "conformance/oracle_io.h"
 #include "core/cache/request_kv.h"
 #include "core/common/assert.h"
-#include "tests/conformance/oracle_io.h"
 
 namespace kvsim::conformance {
 namespace {

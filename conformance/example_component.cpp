@@ -1,4 +1,4 @@
-#include "tests/conformance/example_component.h"
+#include "conformance/example_component.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "tests/conformance/oracle_io.h"
+#include "conformance/oracle_io.h"
 
 #include <vector>
 
