@@ -78,7 +78,8 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   if (h.swarm) u.features = features(h.scenario);
   std::vector<Op> ops;
   const RunResult r =
-      run_scenario(RunRequest{.scenario = &h.scenario, .seed = h.seed, .record = &ops});
+      run_scenario(RunRequest{
+          .scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
   u.ops = r.stats.ops;
   u.faults = r.faults_fired;
   u.violation = r.violation;
@@ -303,7 +304,7 @@ HuntReport run_hunt(const HuntOptions& options) {
   if (options.shrink) {
     for (HuntFailure& f : report.failures) {
       const AnyTrace t = read_trace(f.trace);
-      const ShrinkResult s = shrink_trace(t.ops, {.max_replays = options.shrink_replays});
+      const ShrinkResult s = shrink_trace(t.ops, {.max_replays = options.shrink_replays, .setup = options.setup});
       if (!s.reproduced) continue;
       f.shrunk_trace = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
       f.shrunk_ops = s.trace.ops.size();

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/executor.h"
 #include "sim/faults.h"
 #include "sim/scenario.h"
 
@@ -34,6 +35,7 @@ struct HuntOptions {
   bool shrink = true;
   size_t shrink_replays = 5000;
   std::vector<Scenario> named;  // the named scenarios, in round-robin order
+  ExecutorSetup setup;          // test hook: applied to every run and every shrink replay
 };
 
 // What unit `index` runs: its scenario and seed.
