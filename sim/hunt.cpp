@@ -77,9 +77,8 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   u.seed = h.seed;
   if (h.swarm) u.features = features(h.scenario);
   std::vector<Op> ops;
-  const RunResult r =
-      run_scenario(RunRequest{
-          .scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
+  const RunResult r = run_scenario(
+      RunRequest{.scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
   u.ops = r.stats.ops;
   u.faults = r.faults_fired;
   u.violation = r.violation;
@@ -304,7 +303,8 @@ HuntReport run_hunt(const HuntOptions& options) {
   if (options.shrink) {
     for (HuntFailure& f : report.failures) {
       const AnyTrace t = read_trace(f.trace);
-      const ShrinkResult s = shrink_trace(t.ops, {.max_replays = options.shrink_replays, .setup = options.setup});
+      const ShrinkResult s =
+          shrink_trace(t.ops, {.max_replays = options.shrink_replays, .setup = options.setup});
       if (!s.reproduced) continue;
       f.shrunk_trace = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
       f.shrunk_ops = s.trace.ops.size();
@@ -334,7 +334,8 @@ nlohmann::json hunt_json(const HuntReport& r) {
   }
   nlohmann::json faults = nlohmann::json::object();
   for (size_t i = 0; i < kFaultSites; ++i) {
-    if (r.faults_fired[i] > 0) faults[std::string(to_string(static_cast<FaultSite>(i)))] = r.faults_fired[i];
+    if (r.faults_fired[i] > 0)
+      faults[std::string(to_string(static_cast<FaultSite>(i)))] = r.faults_fired[i];
   }
   return nlohmann::json{
       {"hunt",

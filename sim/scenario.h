@@ -38,9 +38,9 @@ struct WorkloadOptions {
   int64_t block_tokens = 512;  // kMooncake: tokens per hash id
   double ms_per_tick = 1.0;    // kMooncake: timestamp scale
   // Adversarial knobs (the defaults reproduce the original generators draw for draw).
-  int64_t vocab = 50000;              // tokens are drawn from [0, vocab)
-  bool cross_namespace = false;       // shared prompts and forks pick any namespace
-  int64_t burst = 1;                  // each arrival brings 1..burst requests at once
+  int64_t vocab = 50000;         // tokens are drawn from [0, vocab)
+  bool cross_namespace = false;  // shared prompts and forks pick any namespace
+  int64_t burst = 1;             // each arrival brings 1..burst requests at once
 };
 
 enum class SchedulerMode : uint8_t { kNormal = 0, kPd = 1 };

@@ -23,10 +23,10 @@ int64_t largest_request(const WorkloadOptions& w) {
 }
 
 void draw_workload(Rng& rng, WorkloadOptions& w) {
-  w.kind = pick(rng, {WorkloadKind::kMixed, WorkloadKind::kSharedPrompt, WorkloadKind::kMultiTurn,
-                      WorkloadKind::kAgentic, WorkloadKind::kUniform, WorkloadKind::kFork,
-                      WorkloadKind::kAdversarial, WorkloadKind::kAdversarial,
-                      WorkloadKind::kAdversarial});
+  w.kind = pick(
+      rng, {WorkloadKind::kMixed, WorkloadKind::kSharedPrompt, WorkloadKind::kMultiTurn,
+            WorkloadKind::kAgentic, WorkloadKind::kUniform, WorkloadKind::kFork,
+            WorkloadKind::kAdversarial, WorkloadKind::kAdversarial, WorkloadKind::kAdversarial});
   w.requests = rng.between(20, 120);
   w.arrival_rate = pick(rng, {0.1, 0.5, 1.0, 2.0, 4.0});
   w.prompt_min = rng.between(1, 16);
@@ -117,7 +117,8 @@ Scenario draw_scenario(uint64_t seed) {
   // than the device pool sometimes.
   const int64_t largest = largest_request(s.workload);
   const double device_factor = pick(rng, {1.0, 1.0, 1.3, 2.0, 4.0, 8.0});
-  c.device_tokens = round_up(static_cast<int64_t>(static_cast<double>(largest) * device_factor), page);
+  c.device_tokens =
+      round_up(static_cast<int64_t>(static_cast<double>(largest) * device_factor), page);
   const double host_factor = pick(rng, {0.1, 0.25, 0.5, 1.0, 2.0, 4.0});
   c.host_tokens =
       round_up(static_cast<int64_t>(static_cast<double>(c.device_tokens) * host_factor), page);
@@ -140,9 +141,9 @@ Scenario draw_scenario(uint64_t seed) {
     }
     s.storage = rng.chance(0.3);
     c.prefetch_threshold_tokens = pick<int64_t>(rng, {0, 1, page, 16, 256});
-    c.prefetch_stop_policy = pick(rng, {PrefetchStopPolicy::kBestEffort,
-                                        PrefetchStopPolicy::kWaitComplete,
-                                        PrefetchStopPolicy::kTimeout});
+    c.prefetch_stop_policy =
+        pick(rng, {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
+                   PrefetchStopPolicy::kTimeout});
   }
 
   s.faults.enabled = !rng.chance(0.1);
