@@ -6,8 +6,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kOpNames = {
-    "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
-    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush", "inject"};
+    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract", "offload",
+    "resume", "poll",           "step",  "storage", "tick",   "flush", "inject"};
 
 }  // namespace
 

@@ -171,8 +171,8 @@ void Scheduler::admit_waiting() {
         std::min<int64_t>(o.chunk_tokens, static_cast<int64_t>(r->tokens.size()));
     if (budget < first_chunk + o.decode_reserve_tokens && !running_.empty()) return;
     OpOutcome admitted;
-    if (o.load_back && (!inject(FaultSite::kHostFullLoadBack, 0) ||
-                        !inject(FaultSite::kDeviceFullLoadBack, 1))) {
+    if (o.load_back &&
+        (!inject(FaultSite::kHostFullLoadBack, 0) || !inject(FaultSite::kDeviceFullLoadBack, 1))) {
       return;
     }
     if (!emit(Op{.kind = OpKind::kAdmit, .rid = rid, .flag = o.load_back}, &admitted)) return;

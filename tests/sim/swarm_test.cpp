@@ -326,3 +326,50 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
 
 }  // namespace
 }  // namespace kvsim::sim
+
+namespace kvsim::sim {
+namespace {
+
+TEST(FaultSites, EveryNewSiteFiresInASweepAndRunsStayClean) {
+  Scenario s = default_scenario();
+  s.storage = true;
+  s.cache.prefetch_threshold_tokens = 8;
+  s.workload.kind = WorkloadKind::kAdversarial;
+  s.workload.requests = 60;
+  s.faults.site_probability = 1.0;
+  s.faults.fire_probability = 0.3;
+  std::array<uint64_t, kFaultSites> fired{};
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    std::vector<Op> ops;
+    const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = seed, .record = &ops});
+    ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation->invariant << ": "
+                        << r.violation->detail;
+    for (size_t i = 0; i < kFaultSites; ++i)
+      fired[i] += r.faults_fired[i];
+    // The inject ops are in the trace and replay to the same hash.
+    const RunResult replayed = replay_ops(OpTrace{.scenario = s, .seed = seed, .ops = ops});
+    EXPECT_EQ(replayed.event_hash, r.event_hash);
+    EXPECT_GT(std::count_if(ops.begin(), ops.end(),
+                            [](const Op& op) { return op.kind == OpKind::kInject; }),
+              0);
+  }
+  for (FaultSite site :
+       {FaultSite::kHostFullBackup, FaultSite::kHostFullLoadBack, FaultSite::kHostFullPrefetch,
+        FaultSite::kDeviceFullLoadBack, FaultSite::kEventQueryDelay}) {
+    EXPECT_GT(fired[static_cast<size_t>(site)], 0u) << to_string(site);
+  }
+}
+
+TEST(FaultSites, InjectOpRoundTripsThroughJson) {
+  for (const Op& op :
+       {Op{.kind = OpKind::kInject, .target = 0}, Op{.kind = OpKind::kInject, .target = 1},
+        Op{.kind = OpKind::kInject, .n = 3, .target = 2}}) {
+    const Op back = op_from_json(to_json(op), "x");
+    EXPECT_EQ(back.kind, OpKind::kInject);
+    EXPECT_EQ(back.target, op.target);
+    EXPECT_EQ(back.n, op.n);
+  }
+}
+
+}  // namespace
+}  // namespace kvsim::sim
