@@ -240,6 +240,8 @@ OpOutcome Executor::admit(SimRequest& r, bool load_back) {
   if (r.retracts == 0) {  // hit rates count each request's first admission only
     stats_.device_hit_tokens += out->device_hit_tokens;
     stats_.host_hit_tokens += out->host_hit_tokens;
+    r.first_device_hit = out->device_hit_tokens;
+    r.first_host_hit = out->host_hit_tokens;
   }
   mix(static_cast<uint64_t>(out->device_hit_tokens) << 20 ^
       static_cast<uint64_t>(out->host_hit_tokens));

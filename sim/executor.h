@@ -62,6 +62,8 @@ struct SimRequest {
   bool prefetching = false;
   std::unique_ptr<RequestKV> kv;
   int64_t retracts = 0;
+  int64_t first_device_hit = -1;  // prefix hit at the first admission (-1: never admitted)
+  int64_t first_host_hit = -1;
   // PD decode: the metadata the prefill side sent (a copy, seed 003), and the CPU copy that
   // holds the request's KV and side buffers while it is retracted.
   MetadataSnapshot metadata;

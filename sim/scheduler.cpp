@@ -13,6 +13,9 @@ Scheduler::Scheduler(const Scenario& scenario, uint64_t seed, std::vector<Arriva
       arrivals_(std::move(arrivals)),
       sink_(std::move(sink)) {
   if (setup) setup(executor_);
+  for (const Arrival& a : arrivals_) {
+    if (a.abort_at >= 0) abort_at_[a.rid] = a.abort_at;
+  }
 }
 
 bool Scheduler::emit(const Op& op, OpOutcome* out) {
@@ -34,6 +37,11 @@ RunResult Scheduler::run() {
   result.ticks = static_cast<int64_t>(now_);
   for (size_t i = 0; i < kFaultSites; ++i)
     result.faults_fired[i] = faults_.fired(static_cast<FaultSite>(i));
+  for (const auto& [rid, r] : executor_.requests()) {
+    if (r.first_device_hit >= 0) {
+      result.request_hits.push_back({rid, r.first_device_hit, r.first_host_hit});
+    }
+  }
   return result;
 }
 
@@ -204,6 +212,13 @@ void Scheduler::forward_running() {
         running_.erase(std::find(running_.begin(), running_.end(), rid));
         if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
       }
+      continue;
+    }
+    // A request the recording saw unfinished or aborted ends as an abort at that state.
+    const auto abort_at = abort_at_.find(rid);
+    if (abort_at != abort_at_.end() && r->generated >= abort_at->second) {
+      running_.erase(std::find(running_.begin(), running_.end(), rid));
+      if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
       continue;
     }
     if (r->generated >= r->output_len) {

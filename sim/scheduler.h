@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -31,12 +32,20 @@
 
 namespace kvsim::sim {
 
+// One request's prefix-cache hit at its first admission (what SGLang reports as cached_tokens).
+struct RequestHit {
+  RequestId rid = 0;
+  int64_t device = 0;
+  int64_t host = 0;
+};
+
 struct RunResult {
   std::optional<SimViolation> violation;
   uint64_t event_hash = 0;
   ExecutorStats stats;
   int64_t ticks = 0;
   std::array<uint64_t, kFaultSites> faults_fired{};
+  std::vector<RequestHit> request_hits;  // by rid; requests that were never admitted are absent
   bool ok() const { return !violation.has_value(); }
 };
 
@@ -73,6 +82,7 @@ class Scheduler {
   Rng rng_;
   std::vector<Arrival> arrivals_;
   size_t next_arrival_ = 0;
+  std::map<RequestId, int64_t> abort_at_;  // Arrival::abort_at of the requests that have one
   std::deque<RequestId> waiting_;
   std::deque<RequestId> offloaded_;  // PD: retracted to CPU, resumed before new admissions
   std::vector<RequestId> running_;

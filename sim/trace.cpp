@@ -27,6 +27,35 @@ nlohmann::json violation_json(const SimViolation& v) {
   return {{"invariant", v.invariant}, {"detail", v.detail}, {"op_index", v.op_index}};
 }
 
+nlohmann::json reported_json(const ReportedCache& c) {
+  nlohmann::json j = nlohmann::json::object();
+  const std::pair<const char*, int64_t> counts[] = {{"cached_tokens", c.cached_tokens},
+                                                    {"device", c.device},
+                                                    {"host", c.host},
+                                                    {"storage", c.storage},
+                                                    {"prompt_tokens", c.prompt_tokens}};
+  for (const auto& [name, v] : counts) {
+    if (v >= 0) j[name] = v;
+  }
+  if (!c.sglang_rid.empty()) j["sglang_rid"] = c.sglang_rid;
+  if (c.stand_in) j["stand_in"] = true;
+  return j;
+}
+
+// An arrival's optional "reported" object (written by kvsim import-sglang).
+ReportedCache parse_reported(JsonReader r) {
+  ReportedCache c;
+  c.cached_tokens = r.integer("cached_tokens", -1, 0, INT64_MAX);
+  c.device = r.integer("device", -1, 0, INT64_MAX);
+  c.host = r.integer("host", -1, 0, INT64_MAX);
+  c.storage = r.integer("storage", -1, 0, INT64_MAX);
+  c.prompt_tokens = r.integer("prompt_tokens", -1, 0, INT64_MAX);
+  c.sglang_rid = r.string("sglang_rid", "");
+  c.stand_in = r.boolean("stand_in", false);
+  r.finish();
+  return c;
+}
+
 }  // namespace
 
 std::string hex64(uint64_t v) {
@@ -43,6 +72,8 @@ void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
                      {"ns", a.ns},
                      {"prompt", a.prompt},
                      {"output_len", a.output_len}});
+    if (a.abort_at >= 0) lines.back()["abort_at"] = a.abort_at;
+    if (a.reported) lines.back()["reported"] = reported_json(*a.reported);
   }
   write_lines(path, lines);
 }
@@ -89,6 +120,7 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       const Scenario s =
           parse_scenario(r.raw("scenario"), where + " (scenario)", ScenarioUse::kReplay);
       r.raw("violation");  // informational; the footer carries the same
+      r.raw("import");     // informational: what kvsim import-sglang mapped and could not
       r.finish();
       trace.workload.scenario = trace.ops.scenario = s;
       trace.workload.seed = trace.ops.seed = seed;
@@ -104,6 +136,9 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
         a.prompt.push_back(static_cast<Token>(t));
       if (a.prompt.empty()) r.fail("prompt", "is empty");
       a.output_len = r.required_integer("output_len", 1, 1 << 24);
+      a.abort_at = r.integer("abort_at", -1, 0, 1 << 24);
+      if (a.abort_at > a.output_len) r.fail("abort_at", "is past output_len");
+      if (r.has("reported")) a.reported = parse_reported(r.object("reported"));
       r.finish();
       if (!trace.workload.arrivals.empty() && a.tick < trace.workload.arrivals.back().tick) {
         r.fail("tick", "goes backwards");

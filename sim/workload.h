@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/common/types.h"
@@ -12,12 +14,27 @@
 
 namespace kvsim::sim {
 
+// What the serving system reported for a request it served (an imported SGLang dump): the
+// prefix-cache hit it saw, to compare with the simulator's (sim/fidelity.h). -1 = not reported.
+struct ReportedCache {
+  int64_t cached_tokens = -1;
+  int64_t device = -1, host = -1, storage = -1;  // --enable-cache-report's split by tier
+  int64_t prompt_tokens = -1;
+  std::string sglang_rid;  // the request's id in the dump ("" = none)
+  bool stand_in = false;   // the prompt is a stand-in tokenisation of its text
+  bool operator==(const ReportedCache&) const = default;
+};
+
 struct Arrival {
   RequestId rid = 0;
   uint64_t tick = 0;
   Namespace ns = 0;
   std::vector<Token> prompt;
   int64_t output_len = 1;
+  // >= 0: the request did not finish where it was recorded (a crash caught it, or it was
+  // aborted); the scheduler aborts it, once prefilled, after this many output tokens.
+  int64_t abort_at = -1;
+  std::optional<ReportedCache> reported;
 };
 
 // The token a request generates at output position i: a pure function, so a multi-turn

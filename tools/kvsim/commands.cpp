@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "sim/fidelity.h"
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
 #include "sim/runner.h"
@@ -46,12 +47,21 @@ int run_command(const RunCommand& c) {
     if (c.no_faults) s.faults.enabled = false;
     if (c.no_content) s.check.content = false;
     std::vector<sim::Arrival> given;
-    uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
     if (!c.workload.empty()) {
       sim::AnyTrace t = sim::read_trace(c.workload);
       if (t.kind != "workload") throw InputError(c.workload + ": not a workload trace");
       given = std::move(t.workload.arrivals);
+      // Without a scenario file, the workload runs on the configuration its header embeds
+      // (for an imported SGLang dump: the deployment the dump recorded).
+      if (c.scenario.empty()) {
+        s = t.workload.scenario;
+        if (c.full_every > 0) s.check.full_every = c.full_every;
+        if (c.no_faults) s.faults.enabled = false;
+        if (c.no_content) s.check.content = false;
+      }
     }
+    const uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
+    const bool fidelity = sim::has_reported(given);
     if (!c.record.empty() && c.seeds != 1) {
       throw InputError("--record: records one run; drop --seeds or set it to 1");
     }
@@ -84,10 +94,15 @@ int run_command(const RunCommand& c) {
                          {"invariant", r.violation->invariant}};
       }
       if (c.json) {
-        std::printf("%s\n", sim::summary_json(s, seed, r).dump().c_str());
+        nlohmann::json j = sim::summary_json(s, seed, r);
+        if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
+        std::printf("%s\n", j.dump().c_str());
       } else if (c.seeds == 1 || !r.ok()) {
         if (show_progress) std::fprintf(stderr, "\n");
         std::printf("%s", sim::summary_text(s, seed, r).c_str());
+        if (fidelity && c.seeds == 1) {
+          std::printf("%s", sim::fidelity_text(sim::compare_fidelity(given, r)).c_str());
+        }
       }
       std::string trace_path = c.record;
       if (!r.ok() && trace_path.empty()) {
@@ -150,14 +165,21 @@ int replay_command(const ReplayCommand& c) {
       seed = t.ops.seed;
       r = sim::replay_ops(t.ops);
     }
+    const bool fidelity = t.kind == "workload" && sim::has_reported(t.workload.arrivals);
     if (c.json) {
       nlohmann::json j = sim::summary_json(*s, seed, r);
       if (t.kind == "ops" && t.ops.event_hash) {
         j["recorded_event_hash"] = sim::hex64(*t.ops.event_hash);
       }
+      if (fidelity)
+        j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(t.workload.arrivals, r));
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%s", sim::summary_text(*s, seed, r).c_str());
+      if (fidelity) {
+        std::printf("%s",
+                    sim::fidelity_text(sim::compare_fidelity(t.workload.arrivals, r)).c_str());
+      }
     }
     if (c.expect_clean) return r.ok() ? 0 : 1;
     if (t.kind == "ops") {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/kvsim/cmd_hunt.h"
+#include "tools/kvsim/cmd_import_sglang.h"
 #include "tools/kvsim/commands.h"
 
 int main(int argc, char** argv) {
@@ -112,7 +113,17 @@ int main(int argc, char** argv) {
   hunt_cmd->add_option("--scenarios", hunt.scenarios,
                        "Folder of named scenarios (default: ./scenarios, else the source tree's)");
 
+  // Everything after the subcommand goes to the Python importer as is (its own --help).
+  CLI::App* sglang_cmd = app.add_subcommand(
+      "import-sglang",
+      "Convert SGLang crash dumps (--crash-dump-folder) and request dumps "
+      "(--dump-requests-folder) into a workload trace with SGLang's reported cached tokens "
+      "(safe unpickling; needs python3; see docs/sglang.md)");
+  sglang_cmd->prefix_command();
+  sglang_cmd->set_help_flag();
+
   CLI11_PARSE(app, argc, argv);
+  if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
   if (hunt_cmd->parsed()) return hunt_command(hunt);
   if (run_cmd->parsed()) return run_command(run);
   if (replay_cmd->parsed()) return replay_command(replay);

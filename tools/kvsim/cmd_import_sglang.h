@@ -1,0 +1,14 @@
+// kvsim import-sglang: runs the Python importer (tools/import_sglang/kvsim_import_sglang.py)
+// with the same arguments. The importer needs Debian's python3 and nothing else.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvsim::tools {
+
+// Replaces the process with `python3 kvsim_import_sglang.py args...`; returns only on failure
+// (exit code 2, with the reason on stderr).
+int import_sglang_command(const std::vector<std::string>& args);
+
+}  // namespace kvsim::tools
