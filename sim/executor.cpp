@@ -83,12 +83,72 @@ OpOutcome Executor::apply(const Op& op) {
   }
   mix(static_cast<uint64_t>(op.kind) << 56 ^ op.rid << 8 ^ (out.applied ? 2u : 0u) ^
       (out.ok ? 1u : 0u));
-  // An inject op's held pages are owned by nobody until the next op ends: checks run after it.
-  if (!violation_ && op.kind != OpKind::kInject) after_op();
+  if (!out.applied) ++stats_.rejected;
+  // A rejected op changed nothing: the checks (and the full-check period) count applied ops. An
+  // inject op's held pages are owned by nobody until the next op ends: checks run after that one.
+  if (!violation_ && out.applied && op.kind != OpKind::kInject) after_op();
   return out;
 }
 
+namespace {
+
+OpOutcome reject(std::string why) {
+  return OpOutcome{.applied = false, .ok = true, .why = std::move(why)};
+}
+
+const char* state_name(RequestState s) {
+  switch (s) {
+    case RequestState::kWaiting:
+      return "waiting";
+    case RequestState::kRunning:
+      return "running";
+    case RequestState::kOffloaded:
+      return "offloaded";
+    case RequestState::kDone:
+      return "done";
+  }
+  return "?";
+}
+
+OpOutcome wrong_state(const SimRequest& r, const char* needed) {
+  return reject("request " + std::to_string(r.rid) + " is " + state_name(r.state) + ", not " +
+                needed);
+}
+
+}  // namespace
+
+void Executor::set_done(SimRequest& r) {
+  live_.erase({r.arrival_tick, r.rid});
+  r.state = RequestState::kDone;
+}
+
+OpOutcome Executor::tick(int64_t now) {
+  if (static_cast<uint64_t>(now) < now_) {
+    return reject("tick " + std::to_string(now) + " goes backwards (the clock is at " +
+                  std::to_string(now_) + ")");
+  }
+  now_ = static_cast<uint64_t>(now);
+  if (now > scenario_.scheduler.max_ticks) {
+    fail("liveness",
+         "run exceeded max_ticks (" + std::to_string(scenario_.scheduler.max_ticks) + ")");
+  }
+  return {true, true};
+}
+
+OpOutcome Executor::liveness() {
+  if (live_.empty()) return {true, true};
+  const auto [arrival, rid] = *live_.begin();
+  const int64_t bound = scenario_.scheduler.liveness_ticks;
+  if (static_cast<int64_t>(now_ - arrival) > bound) {
+    fail("liveness", "request " + std::to_string(rid) + " still " +
+                         state_name(requests_.at(rid).state) + " after " + std::to_string(bound) +
+                         " ticks");
+  }
+  return {true, true};
+}
+
 void Executor::after_op() {
+  ++stats_.invariant_checks;
   if (!backend_.violations().empty()) {
     const BackendViolation& v = backend_.violations().front();
     fail("stream_lifetime", v.kind + ": " + v.detail);
@@ -115,6 +175,7 @@ void Executor::after_op() {
                                                        : std::max<int64_t>(1, walk_cost / 8);
   if (++since_full_check_ < every) return;
   since_full_check_ = 0;
+  ++stats_.full_checks;
   SanityReport report;
   ScopedThrowingAsserts asserts;
   try {
@@ -142,13 +203,10 @@ OpOutcome Executor::dispatch(const Op& op) {
   if (op.kind == OpKind::kStep) return step(op.target, op.n);
   if (op.kind == OpKind::kStorage) return storage(op.target);
   if (op.kind == OpKind::kInject) return inject(op);
-  if (op.kind == OpKind::kTick) {
-    if (static_cast<uint64_t>(op.n) < now_) return {};
-    now_ = static_cast<uint64_t>(op.n);
-    return {true, true};
-  }
+  if (op.kind == OpKind::kTick) return tick(op.n);
+  if (op.kind == OpKind::kLiveness) return liveness();
   auto it = requests_.find(op.rid);
-  if (it == requests_.end()) return {};
+  if (it == requests_.end()) return reject("no request " + std::to_string(op.rid) + " arrived");
   SimRequest& r = it->second;
   switch (op.kind) {
     case OpKind::kPrefetchCheck:
@@ -168,18 +226,22 @@ OpOutcome Executor::dispatch(const Op& op) {
     case OpKind::kResume:
       return resume(r);
     default:
-      return {};
+      return reject("not a request op");
   }
 }
 
 OpOutcome Executor::arrive(const Op& op) {
-  if (requests_.count(op.rid) != 0 || op.prompt.empty()) return {};
+  if (requests_.count(op.rid) != 0) {
+    return reject("request " + std::to_string(op.rid) + " arrived already");
+  }
+  if (op.prompt.empty()) return reject("the prompt is empty");
   SimRequest& r = requests_[op.rid];
   r.rid = op.rid;
   r.ns = op.ns;
   r.prompt_len = op.prompt.size();
   r.output_len = std::max<int64_t>(op.output_len, 1);
   r.arrival_tick = now_;
+  live_.insert({r.arrival_tick, r.rid});
   r.tokens.reserve(op.prompt.size() + static_cast<size_t>(r.output_len));
   r.tokens = op.prompt;
   extend_tokens(r);
@@ -207,16 +269,18 @@ void Executor::extend_tokens(SimRequest& r) {
 }
 
 OpOutcome Executor::prefetch_check(SimRequest& r) {
-  if (r.state != RequestState::kWaiting) return {};
+  if (r.state != RequestState::kWaiting) return wrong_state(r, "waiting");
   if (!r.prefetching) return {true, true};
   if (!cache_->check_prefetch_progress(r.rid, now_)) return {true, false};
   r.prefetching = false;
-  mix(static_cast<uint64_t>(cache_->pop_prefetch_loaded_tokens(r.rid)));
+  const int64_t loaded = cache_->pop_prefetch_loaded_tokens(r.rid);
+  stats_.storage_hit_tokens += loaded;
+  mix(static_cast<uint64_t>(loaded));
   return {true, true};
 }
 
 OpOutcome Executor::admit(SimRequest& r, bool load_back) {
-  if (r.state != RequestState::kWaiting) return {};
+  if (r.state != RequestState::kWaiting) return wrong_state(r, "waiting");
   if (r.prefetching) return {true, false};  // the gate (prefetch_check) has not opened
   auto kv = std::make_unique<RequestKV>(*cache_, r.ns);
   // PD decode receives the KV from a prefill instance: no prefix matching on this side.
@@ -250,12 +314,20 @@ OpOutcome Executor::admit(SimRequest& r, bool load_back) {
 }
 
 OpOutcome Executor::compute(SimRequest& r, int64_t n, bool oom) {
-  if (r.state != RequestState::kRunning || n <= static_cast<int64_t>(r.computed)) return {};
+  if (r.state != RequestState::kRunning) return wrong_state(r, "running");
+  if (n <= static_cast<int64_t>(r.computed)) {
+    return reject("n " + std::to_string(n) + " is not past the " + std::to_string(r.computed) +
+                  " tokens computed");
+  }
   const size_t target = static_cast<size_t>(n);
   // Decode: the tokens past the prompt are generated one by one.
   if (target > r.tokens.size()) {
     const size_t new_outputs = target - r.tokens.size();
-    if (r.generated + static_cast<int64_t>(new_outputs) > r.output_len) return {};
+    if (r.generated + static_cast<int64_t>(new_outputs) > r.output_len) {
+      return reject("n " + std::to_string(n) + " exceeds the prompt (" +
+                    std::to_string(r.prompt_len) + ") plus output_len (" +
+                    std::to_string(r.output_len) + ")");
+    }
     for (size_t i = 0; i < new_outputs; ++i) {
       r.tokens.push_back(output_token(r.rid, static_cast<size_t>(r.generated++)));
     }
@@ -269,26 +341,26 @@ OpOutcome Executor::compute(SimRequest& r, int64_t n, bool oom) {
 }
 
 OpOutcome Executor::finish(SimRequest& r) {
-  if (r.state != RequestState::kRunning) return {};
+  if (r.state != RequestState::kRunning) return wrong_state(r, "running");
   if (pd()) {
     check_metadata(r);
     r.kv->abort();  // a decode instance releases its slots; nothing goes into the tree
     r.kv.reset();
-    r.state = RequestState::kDone;
+    set_done(r);
     release_request_memory(r);
     ++stats_.finished;
     return {true, true};
   }
   r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
   r.kv.reset();
-  r.state = RequestState::kDone;
+  set_done(r);
   release_request_memory(r);
   ++stats_.finished;
   return {true, true};
 }
 
 OpOutcome Executor::abort(SimRequest& r) {
-  if (r.state == RequestState::kDone) return {};
+  if (r.state == RequestState::kDone) return wrong_state(r, "live");
   if (r.state == RequestState::kRunning) {
     r.kv->abort();
     r.kv.reset();
@@ -298,14 +370,14 @@ OpOutcome Executor::abort(SimRequest& r) {
     cache_->release_aborted_request(r.rid);
     r.prefetching = false;
   }
-  r.state = RequestState::kDone;
+  set_done(r);
   release_request_memory(r);
   ++stats_.aborted;
   return {true, true};
 }
 
 OpOutcome Executor::retract(SimRequest& r) {
-  if (r.state != RequestState::kRunning) return {};
+  if (r.state != RequestState::kRunning) return wrong_state(r, "running");
   // Cache what was computed (the resumed request will match it), free the rest.
   r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
   r.kv.reset();
@@ -317,7 +389,10 @@ OpOutcome Executor::retract(SimRequest& r) {
 }
 
 OpOutcome Executor::step(uint32_t stream, int64_t n) {
-  if (stream >= backend_.stream_count()) return {};
+  if (stream >= backend_.stream_count()) {
+    return reject("stream " + std::to_string(stream) + " does not exist (the backend has " +
+                  std::to_string(backend_.stream_count()) + ")");
+  }
   int64_t ran = 0;
   while (ran < n && backend_.step(stream))
     ++ran;
@@ -326,7 +401,7 @@ OpOutcome Executor::step(uint32_t stream, int64_t n) {
 }
 
 OpOutcome Executor::storage(uint32_t worker) {
-  if (!cache_->storage_enabled()) return {};
+  if (!cache_->storage_enabled()) return reject("the scenario has no storage tier");
   bool did = false;
   switch (worker) {
     case 0:
@@ -339,7 +414,7 @@ OpOutcome Executor::storage(uint32_t worker) {
       did = cache_->storage_backup_step();
       break;
     default:
-      return {};
+      return reject("no storage worker " + std::to_string(worker));
   }
   return {true, did};
 }
@@ -414,9 +489,10 @@ void Executor::forward(SimRequest& r, size_t from, size_t to) {
 
 OpOutcome Executor::inject(const Op& op) {
   if (!cache_->options().hierarchical && op.target == 0) return {};
+  // Targets 0 and 1 leave `n` pages free (0: none): a pool full, or nearly full.
   auto hold = [&](PagedSlotAllocator& slots) {
-    const int64_t free = slots.available_size();
-    if (free == 0) return;
+    const int64_t free = slots.available_size() - op.n * slots.page_size();
+    if (free <= 0) return;
     std::optional<IndexVector> pages = slots.alloc(free);
     KV_ASSERT(pages.has_value(), "a pool's free pages could not be allocated");
     injected_.emplace_back(&slots, std::move(*pages));

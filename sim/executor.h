@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,11 +84,16 @@ struct ExecutorStats {
   int64_t offloaded = 0;
   int64_t resumed = 0;
   int64_t max_tree_nodes = 0;  // the largest the radix tree grew
+  int64_t rejected = 0;         // ops that did not apply (replay of a shrunk or edited trace)
+  int64_t invariant_checks = 0;  // after-op checks (stream lifetime, slot conservation)
+  int64_t full_checks = 0;       // full HiCache::sanity_check walks
+  int64_t storage_hit_tokens = 0;  // tokens prefetched from the storage tier
 };
 
 struct OpOutcome {
-  bool applied = false;  // false: skipped (the op made no sense in the current state)
+  bool applied = false;  // false: rejected (the op made no sense in the current state)
   bool ok = true;        // op-specific success (admit got slots, compute fitted, gate open)
+  std::string why;       // when rejected: why, e.g. "request 7 is not running"
 };
 
 class Executor;
@@ -127,6 +133,9 @@ class Executor {
   OpOutcome offload(SimRequest& r);
   OpOutcome resume(SimRequest& r);
   OpOutcome step(uint32_t stream, int64_t n);
+  OpOutcome tick(int64_t now);
+  OpOutcome liveness();
+  void set_done(SimRequest& r);  // leaves the live set
   bool pd() const { return scenario_.scheduler.mode == SchedulerMode::kPd; }
   MetadataRecord expected_metadata(const SimRequest& r) const;
   bool check_metadata(const SimRequest& r);
@@ -161,6 +170,7 @@ class Executor {
   std::unique_ptr<SparseIndexBuffer> sparse_;  // when the scenario has one
   std::unique_ptr<MetadataBuffers> metadata_;  // PD mode
   std::map<RequestId, SimRequest> requests_;
+  std::set<std::pair<uint64_t, RequestId>> live_;  // (arrival tick, rid) of requests not done
   std::optional<SimViolation> violation_;
   ExecutorStats stats_;
   uint64_t now_ = 0;

@@ -39,7 +39,10 @@ CpuCopyPools Executor::cpu_copy_pools() {
 }
 
 OpOutcome Executor::offload(SimRequest& r) {
-  if (!pd() || r.state != RequestState::kRunning) return {};
+  if (!pd()) return OpOutcome{.why = "offload is a pd-mode op; the scenario is not pd"};
+  if (r.state != RequestState::kRunning) {
+    return OpOutcome{.why = "request " + std::to_string(r.rid) + " is not running"};
+  }
   const RetractedRequestSlots slots{.token_slots = r.kv->kv()};
   r.cpu_copy =
       get_cpu_copy(backend_, slots, cpu_copy_pools(), scenario_.scheduler.cpu_copy_chunk_tokens);
@@ -52,7 +55,9 @@ OpOutcome Executor::offload(SimRequest& r) {
 }
 
 OpOutcome Executor::resume(SimRequest& r) {
-  if (r.state != RequestState::kOffloaded) return {};
+  if (r.state != RequestState::kOffloaded) {
+    return OpOutcome{.why = "request " + std::to_string(r.rid) + " was not offloaded"};
+  }
   auto kv = std::make_unique<RequestKV>(*cache_, r.ns);
   if (!kv->admit(r.tokens, false, /*use_prefix_cache=*/false)) return {true, false};
   if (!kv->extend(r.offloaded_slots)) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/common/probe.h"
 #include "sim/json_reader.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
@@ -28,14 +29,15 @@ struct UnitResult {
   int64_t ops = 0;
   std::vector<std::string> features;
   std::array<uint64_t, kFaultSites> faults{};
+  std::vector<uint64_t> probes;  // hits per declared probe, declaration order
   std::optional<SimViolation> violation;
   std::string trace;
 };
 
 nlohmann::json to_json(const UnitResult& u) {
-  nlohmann::json j = {{"unit", u.unit},     {"swarm", u.swarm}, {"source", u.source},
-                      {"seed", u.seed},     {"ops", u.ops},     {"features", u.features},
-                      {"faults", u.faults}, {"trace", u.trace}};
+  nlohmann::json j = {{"unit", u.unit},     {"swarm", u.swarm},   {"source", u.source},
+                      {"seed", u.seed},     {"ops", u.ops},       {"features", u.features},
+                      {"faults", u.faults}, {"probes", u.probes}, {"trace", u.trace}};
   if (u.violation) {
     j["invariant"] = u.violation->invariant;
     j["detail"] = u.violation->detail;
@@ -54,6 +56,7 @@ UnitResult unit_from_json(const nlohmann::json& j) {
   u.features = j.at("features").get<std::vector<std::string>>();
   u.faults = j.at("faults").get<std::array<uint64_t, kFaultSites>>();
   u.trace = j.at("trace").get<std::string>();
+  u.probes = j.at("probes").get<std::vector<uint64_t>>();
   if (j.contains("invariant")) {
     u.violation = SimViolation{j.at("invariant").get<std::string>(),
                                j.at("detail").get<std::string>(), j.at("op_index").get<size_t>()};
@@ -77,10 +80,13 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   u.seed = h.seed;
   if (h.swarm) u.features = features(h.scenario);
   std::vector<Op> ops;
+  probes::reset();  // the unit's own hits (thread-local counters; one unit at a time here)
   const RunResult r = run_scenario(
       RunRequest{.scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
   u.ops = r.stats.ops;
   u.faults = r.faults_fired;
+  for (const probes::Count& c : probes::snapshot())
+    u.probes.push_back(c.count);
   u.violation = r.violation;
   if (r.violation) {
     u.trace = trace_path(options, u.source, h.seed, ".trace.jsonl");
@@ -121,6 +127,9 @@ class Collector {
     }
     for (size_t i = 0; i < kFaultSites; ++i)
       report_.faults_fired[i] += u.faults[i];
+    report_.probes.resize(std::max(report_.probes.size(), u.probes.size()));
+    for (size_t i = 0; i < u.probes.size(); ++i)
+      report_.probes[i] += u.probes[i];
     if (u.violation && report_.failures.size() < options_.failures) {
       report_.failures.push_back(HuntFailure{.unit = u.unit,
                                              .source = u.source,
@@ -337,6 +346,13 @@ nlohmann::json hunt_json(const HuntReport& r) {
     if (r.faults_fired[i] > 0)
       faults[std::string(to_string(static_cast<FaultSite>(i)))] = r.faults_fired[i];
   }
+  nlohmann::json probe_hits = nlohmann::json::object();
+  size_t reached = 0;
+  for (size_t i = 0; i < r.probes.size() && i < probes::kCount; ++i) {
+    if (r.probes[i] == 0) continue;
+    ++reached;
+    probe_hits[std::string(probes::all()[i].name)] = r.probes[i];
+  }
   return nlohmann::json{
       {"hunt",
        {{"seed", r.seed},
@@ -350,6 +366,9 @@ nlohmann::json hunt_json(const HuntReport& r) {
         {"features", r.features},
         {"scenarios", r.scenarios},
         {"faults_fired", faults},
+        {"probes_declared", probes::kCount},
+        {"probes_reached", reached},
+        {"probes", probe_hits},
         {"first_failure_s",
          r.failures.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.failures.front().wall_s)},
         {"failures", failures}}}};
@@ -385,6 +404,16 @@ std::string hunt_text(const HuntReport& r) {
                   static_cast<unsigned long long>(r.faults_fired[i]));
     out += buf;
   }
+  size_t reached = 0;
+  for (uint64_t n : r.probes)
+    reached += n > 0 ? 1 : 0;
+  std::snprintf(buf, sizeof buf, "\n  code probes: %zu of %zu reached", reached, probes::kCount);
+  out += buf;
+  std::string never;
+  for (size_t i = 0; i < probes::kCount; ++i) {
+    if (i >= r.probes.size() || r.probes[i] == 0) never += " " + std::string(probes::all()[i].name);
+  }
+  if (!never.empty() && reached > 0) out += "; never:" + never;
   out += "\n";
   if (r.failures.empty()) {
     out += "  no violation found\n";

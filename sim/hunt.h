@@ -73,6 +73,7 @@ struct HuntReport {
   std::map<std::string, uint64_t> features;   // swarm configurations by feature
   std::map<std::string, uint64_t> scenarios;  // named-scenario units by name
   std::array<uint64_t, kFaultSites> faults_fired{};
+  std::vector<uint64_t> probes;       // code probe hits (core/common/probe.h), declaration order
   std::vector<HuntFailure> failures;  // by unit index
 };
 

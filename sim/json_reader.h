@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -21,17 +22,38 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where each field of a JSON document is: "cache.page_size" → its line (from a scan of the
+// text), so an error about a field names its line.
+class JsonLines {
+ public:
+  void add(const std::string& path, size_t line) { lines_.emplace(path, line); }
+  // The line of `path`, else of its nearest enclosing field; 0 when unknown.
+  size_t line(std::string path) const;
+  size_t exact_line(const std::string& path) const {
+    auto it = lines_.find(path);
+    return it == lines_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::map<std::string, size_t> lines_;
+};
+
 // Parses `text` as one JSON document; syntax errors name "source:line:column", counting lines
-// from `first_line` (a JSON Lines reader passes the line's number).
+// from `first_line` (a JSON Lines reader passes the line's number). A key given twice in one
+// object is an error naming both lines. `lines`, when given, receives each field's line.
 nlohmann::json parse_json(const std::string& text, const std::string& source,
-                          size_t first_line = 1);
-// Reads a whole file; a missing or unreadable file is an InputError naming it.
+                          size_t first_line = 1, JsonLines* lines = nullptr);
+// Reads a whole file ("-": standard input); a missing, unreadable file or a directory is an
+// InputError naming it and the system's reason.
 std::string read_text_file(const std::string& path);
+// A number as a person reads it: integers in full, others in at most 6 significant digits.
+std::string format_number(double v);
 
 class JsonReader {
  public:
   // `where` names the source, e.g. "scenarios/x.json" or "trace.jsonl:12".
-  JsonReader(const nlohmann::json& object, std::string where, std::string path = "");
+  JsonReader(const nlohmann::json& object, std::string where, std::string path = "",
+             const JsonLines* lines = nullptr);
 
   bool has(const std::string& key) const;
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max);
@@ -59,6 +81,7 @@ class JsonReader {
 
   const nlohmann::json& object_;
   std::string where_;
+  const JsonLines* lines_ = nullptr;
   std::string path_;
   std::set<std::string> read_;
 };

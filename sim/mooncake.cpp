@@ -51,9 +51,7 @@ std::vector<MooncakeRecord> read_mooncake_stream(std::istream& in, const std::st
 
 std::vector<MooncakeRecord> read_mooncake(const std::string& path, int64_t block_tokens,
                                           int64_t max_requests) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open file");
-  return read_mooncake_stream(in, path, block_tokens, max_requests);
+  return read_mooncake_text(read_text_file(path), path, block_tokens, max_requests);
 }
 
 std::vector<MooncakeRecord> read_mooncake_text(const std::string& text, const std::string& source,

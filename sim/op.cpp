@@ -6,8 +6,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kOpNames = {
-    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract", "offload",
-    "resume", "poll",           "step",  "storage", "tick",   "flush", "inject"};
+    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract",  "offload",
+    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness", "inject"};
 
 }  // namespace
 
@@ -53,10 +53,11 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kInject:
       j["fault"] = op.target;
-      if (op.target == 2) j["n"] = op.n;
+      j["n"] = op.n;
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
+    case OpKind::kLiveness:
       break;
   }
   return j;
@@ -109,10 +110,11 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       break;
     case OpKind::kInject:
       op.target = static_cast<uint32_t>(r.required_integer("fault", 0, 2));
-      if (op.target == 2) op.n = r.required_integer("n", 1, 1 << 20);
+      op.n = r.required_integer("n", op.target == 2 ? 1 : 0, int64_t{1} << 30);
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
+    case OpKind::kLiveness:
       break;
   }
   r.finish();

@@ -1,7 +1,8 @@
 // Op: one step of a simulator run, as the executor applies it to the real core. The scheduler
 // decides ops; an op trace records them; replay and shrinking feed them back without the
-// scheduler. Ops that no longer make sense (a shrunk trace finishing a request it never
-// admitted) are skipped, never an error: that is what lets delta debugging drop any subset.
+// scheduler. An op that makes no sense in the current state (finishing a request that never
+// arrived) is rejected with a reason: replaying a trace file makes that an error naming the
+// line; delta debugging replays candidates leniently and writes out only ops that applied.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +32,9 @@ enum class OpKind : uint8_t {
   kStorage = 11,       // one unit of storage work: target 0 query, 1 io, 2 backup
   kTick = 12,          // the logical clock moves to `n`
   kFlush = 13,         // wait for every device↔host transfer and consume its acks
-  kInject = 14,        // arm a fault for the next op only: target 0 host pool full, 1 device
-                       // pool full, 2 the next `n` event queries answer "not yet"
+  kLiveness = 14,      // end of a scheduler iteration: no live request older than liveness_ticks
+  kInject = 15,        // arm a fault for the next op only: target 0 host pools full, 1 device
+                       // pool full (but `n` pages), 2 the next `n` event queries answer "not yet"
 };
 
 struct Op {

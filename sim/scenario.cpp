@@ -133,11 +133,48 @@ void parse_check(JsonReader r, Scenario& s) {
   r.finish();
 }
 
-void validate(const Scenario& s, const std::string& source, ScenarioUse use) {
+void validate(const Scenario& s, const std::string& source, ScenarioUse use,
+              const JsonLines* lines) {
   const HiCacheOptions& c = s.cache;
-  auto fail = [&](const std::string& field, const std::string& problem) {
-    throw InputError(source + ": field " + field + ": " + problem);
+  auto at = [&](const std::string& field) {
+    const size_t line = lines == nullptr ? 0 : lines->line(field);
+    return line > 0 ? source + ":" + std::to_string(line) : source;
   };
+  auto fail = [&](const std::string& field, const std::string& problem) {
+    throw InputError(at(field) + ": field " + field + ": " + problem);
+  };
+  // Settings that only mean something together: an error names both fields.
+  auto conflict = [&](const std::string& field, const std::string& other,
+                      const std::string& problem) {
+    const size_t line = lines == nullptr ? 0 : lines->exact_line(other);
+    fail(field, problem + " (" + other + (line > 0 ? " on line " + std::to_string(line) : "") +
+                    ")");
+  };
+  // (A trace header's scenario was checked when it was recorded; version 1 traces predate
+  // these checks, so they apply to scenario files.) The window is what makes a model hybrid
+  // SWA; the SWA pool sizes only size it (0: the main pools' sizes).
+  if (use == ScenarioUse::kRun && c.swa_window_tokens == 0 && c.swa_device_tokens > 0) {
+    conflict("cache.swa_device_tokens", "cache.swa_window_tokens",
+             "a SWA pool without a SWA window is never used: set cache.swa_window_tokens");
+  }
+  if (use == ScenarioUse::kRun && c.swa_window_tokens == 0 && c.swa_host_tokens > 0) {
+    conflict("cache.swa_host_tokens", "cache.swa_window_tokens",
+             "a SWA pool without a SWA window is never used: set cache.swa_window_tokens");
+  }
+  if (use == ScenarioUse::kRun && c.mamba_host_states > 0 && c.mamba_device_states == 0) {
+    conflict("cache.mamba_host_states", "cache.mamba_device_states",
+             "Mamba host states need Mamba device states");
+  }
+  if (use == ScenarioUse::kRun && s.storage && !c.hierarchical) {
+    conflict("cache.storage", "cache.hierarchical",
+             "the storage tier sits below the host tier: it needs hierarchical true");
+  }
+  if (use == ScenarioUse::kRun && !s.workload.trace_path.empty() &&
+      s.workload.kind != WorkloadKind::kMooncake) {
+    conflict("workload.trace", "workload.kind",
+             "a trace file is read by the mooncake workload only, not \"" +
+                 std::string(to_string(s.workload.kind)) + "\"");
+  }
   if (c.has_swa() && c.swa_window_tokens < c.page_size) {
     fail("cache.swa_window_tokens", "must be at least one page");
   }
@@ -191,11 +228,12 @@ Scenario default_scenario() {
   return s;
 }
 
-Scenario parse_scenario(const nlohmann::json& doc, const std::string& source, ScenarioUse use) {
+Scenario parse_scenario(const nlohmann::json& doc, const std::string& source, ScenarioUse use,
+                        const JsonLines* lines) {
   Scenario s = default_scenario();
   s.description.clear();
   s.source = source;
-  JsonReader r(doc, source);
+  JsonReader r(doc, source, "", lines);
   s.name = r.required_string("name");
   s.description = r.string("description", "");
   s.seed = static_cast<uint64_t>(r.integer("seed", 1, 0, INT64_MAX));
@@ -205,12 +243,14 @@ Scenario parse_scenario(const nlohmann::json& doc, const std::string& source, Sc
   parse_faults(r.object("faults"), s);
   parse_check(r.object("check"), s);
   r.finish();
-  validate(s, source, use);
+  validate(s, source, use, lines);
   return s;
 }
 
 Scenario load_scenario(const std::string& path) {
-  Scenario s = parse_scenario(parse_json(read_text_file(path), path), path);
+  JsonLines lines;
+  const nlohmann::json doc = parse_json(read_text_file(path), path, 1, &lines);
+  Scenario s = parse_scenario(doc, path, ScenarioUse::kRun, &lines);
   if (!s.workload.trace_path.empty() &&
       std::filesystem::path(s.workload.trace_path).is_relative()) {
     s.workload.trace_path =

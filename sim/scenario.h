@@ -13,6 +13,8 @@
 
 namespace kvsim::sim {
 
+class JsonLines;
+
 enum class WorkloadKind : uint8_t {
   kMixed = 0,         // shared prompts + multi-turn sessions + agentic loops + uniform
   kSharedPrompt = 1,  // a few system prompts, each followed by a fresh question
@@ -94,8 +96,9 @@ Scenario default_scenario();
 // replay (the check that the workload fits the pools is skipped: shrinking may have made the
 // pools smaller than the generator's largest request).
 enum class ScenarioUse : uint8_t { kRun = 0, kReplay = 1 };
+// `lines` (from parse_json) lets every error name the field's line.
 Scenario parse_scenario(const nlohmann::json& doc, const std::string& source,
-                        ScenarioUse use = ScenarioUse::kRun);
+                        ScenarioUse use = ScenarioUse::kRun, const JsonLines* lines = nullptr);
 Scenario load_scenario(const std::string& path);
 // The canonical JSON form (what traces embed); parse_scenario(to_json(s)) == s.
 nlohmann::json to_json(const Scenario& s);

@@ -49,8 +49,9 @@ struct RunResult {
   bool ok() const { return !violation.has_value(); }
 };
 
-// Receives every op in order (trace recording); may be empty.
-using OpSink = std::function<void(const Op&)>;
+// Receives every op in order, after it applied, with its outcome and the event hash after it
+// (trace recording); may be empty.
+using OpSink = std::function<void(const Op&, const OpOutcome&, uint64_t)>;
 
 class Scheduler {
  public:
@@ -67,7 +68,7 @@ class Scheduler {
   void inject_aborts();
   void progress_copies_and_storage();
   bool drain();
-  void check_liveness();
+  bool check_liveness();
   // Takes `rid` out of the running batch: PD offloads it to CPU, otherwise it is retracted
   // back to the waiting queue. False when the run failed.
   bool preempt(RequestId rid);

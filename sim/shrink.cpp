@@ -20,7 +20,7 @@ std::string site(const SimViolation& v) {
 
 bool uses_rid(OpKind k) {
   return k != OpKind::kPoll && k != OpKind::kStep && k != OpKind::kStorage && k != OpKind::kTick &&
-         k != OpKind::kFlush && k != OpKind::kInject;
+         k != OpKind::kFlush && k != OpKind::kLiveness && k != OpKind::kInject;
 }
 
 class Shrinker {
@@ -50,11 +50,33 @@ class Shrinker {
       simplify(ops);
       changed = size_of(ops) < before || to_json(base_.scenario) != to_json(config_before);
     }
-    result.trace = base_;
-    result.trace.ops = ops;
-    const RunResult last = replay(ops);
-    result.trace.violation = last.violation;
-    result.trace.event_hash = last.event_hash;
+    // Candidates may hold ops that no longer apply (replay skips them); the written trace
+    // holds only ops that apply, with their hash chain, so it replays strictly.
+    OpTrace t = base_;
+    t.ops = ops;
+    ReplayReport last = replay_trace(t, {.setup = options_.setup, .stop_at_problem = false});
+    ++replays_;
+    if (last.rejected > 0) {
+      OpTrace kept = t;
+      kept.ops.clear();
+      for (size_t i = 0; i < t.ops.size(); ++i) {
+        if (i >= last.applied.size() || last.applied[i]) kept.ops.push_back(t.ops[i]);
+      }
+      ReplayReport again =
+          replay_trace(kept, {.setup = options_.setup, .stop_at_problem = false});
+      ++replays_;
+      if (again.result.violation && same_failure(target_, *again.result.violation)) {
+        t = std::move(kept);
+        last = std::move(again);
+      }
+    }
+    result.trace = std::move(t);
+    result.trace.violation = last.result.violation;
+    result.trace.event_hash = last.result.event_hash;
+    result.trace.ticks = last.result.ticks;
+    if (last.rejected == 0) result.trace.checks = last.checks;
+    result.trace.lines.clear();
+    result.trace.source.clear();
     result.replays = replays_;
     return result;
   }

@@ -1,7 +1,10 @@
 #include "sim/trace.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <istream>
 #include <sstream>
 
@@ -14,17 +17,44 @@ nlohmann::json header(const char* kind, const Scenario& s, uint64_t seed) {
   return {{"kvsim_trace", kTraceVersion}, {"kind", kind}, {"seed", seed}, {"scenario", to_json(s)}};
 }
 
+// "-" writes to standard output. A file is written under a temporary name and renamed into
+// place, so a failure never leaves a partial trace behind.
 void write_lines(const std::string& path, const std::vector<nlohmann::json>& lines) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path + ": cannot create file");
-  for (const nlohmann::json& j : lines)
-    out << j.dump() << '\n';
-  out.flush();
-  if (!out) throw InputError(path + ": write error");
+  if (path == "-") {
+    for (const nlohmann::json& j : lines)
+      std::cout << j.dump() << '\n';
+    std::cout.flush();
+    if (!std::cout) throw InputError("-: write error on standard output");
+    return;
+  }
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(path + ": cannot create file: " + std::strerror(errno));
+    for (const nlohmann::json& j : lines)
+      out << j.dump() << '\n';
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError(path + ": write error");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw InputError(path + ": cannot write: " + std::strerror(err));
+  }
 }
 
 nlohmann::json violation_json(const SimViolation& v) {
   return {{"invariant", v.invariant}, {"detail", v.detail}, {"op_index", v.op_index}};
+}
+
+uint64_t parse_hex64(const std::string& hex, const JsonReader& r, const std::string& key) {
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    r.fail(key, "expected 16 hex digits");
+  }
+  return std::stoull(hex, nullptr, 16);
 }
 
 nlohmann::json reported_json(const ReportedCache& c) {
@@ -81,9 +111,17 @@ void write_workload_trace(const std::string& path, const WorkloadTrace& trace) {
 void write_op_trace(const std::string& path, const OpTrace& trace) {
   std::vector<nlohmann::json> lines{header("ops", trace.scenario, trace.seed)};
   if (trace.violation) lines.front()["violation"] = violation_json(*trace.violation);
-  for (const Op& op : trace.ops)
-    lines.push_back(to_json(op));
+  const bool chained = trace.checks.size() == trace.ops.size();
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    nlohmann::json j = to_json(trace.ops[i]);
+    if (chained) {
+      if (!trace.checks[i].ok) j["ok"] = false;
+      j["h"] = hex64(trace.checks[i].hash);
+    }
+    lines.push_back(std::move(j));
+  }
   nlohmann::json end = {{"ops", trace.ops.size()}};
+  if (trace.ticks) end["ticks"] = *trace.ticks;
   if (trace.event_hash) end["event_hash"] = hex64(*trace.event_hash);
   end["violation"] = trace.violation ? violation_json(*trace.violation) : nlohmann::json();
   lines.push_back({{"end", end}});
@@ -108,12 +146,13 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
     if (line_no == 1) {
       JsonReader r(doc, where);
       const int64_t version = r.required_integer("kvsim_trace", 1, INT32_MAX);
-      if (version != kTraceVersion) {
+      if (version != 1 && version != kTraceVersion) {
         r.fail("kvsim_trace", "version " + std::to_string(version) +
                                   " is not supported (this "
-                                  "kvsim reads version " +
+                                  "kvsim reads versions 1 to " +
                                   std::to_string(kTraceVersion) + ")");
       }
+      trace.ops.version = version;
       trace.kind = r.choice("kind", "", {"workload", "ops"});
       const uint64_t seed = static_cast<uint64_t>(r.required_integer("seed", 0, INT64_MAX));
       if (!r.has("scenario")) r.fail("scenario", "missing");
@@ -143,6 +182,11 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       if (!trace.workload.arrivals.empty() && a.tick < trace.workload.arrivals.back().tick) {
         r.fail("tick", "goes backwards");
       }
+      const int64_t max_ticks = trace.workload.scenario.scheduler.max_ticks;
+      if (static_cast<int64_t>(a.tick) > max_ticks) {
+        r.fail("tick", std::to_string(a.tick) + " is past scheduler.max_ticks (" +
+                           std::to_string(max_ticks) + ") of the trace's scenario");
+      }
       trace.workload.arrivals.push_back(std::move(a));
       continue;
     }
@@ -150,17 +194,17 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       JsonReader r(doc, where);
       JsonReader end = r.object("end");
       const int64_t ops = end.required_integer("ops", 0, INT64_MAX);
-      if (ops != static_cast<int64_t>(trace.ops.ops.size())) {
+      const bool chained = !trace.ops.checks.empty();
+      // With a hash chain, a missing or extra op is found (and named) by the replay.
+      if (ops != static_cast<int64_t>(trace.ops.ops.size()) && !chained) {
         end.fail("ops", "says " + std::to_string(ops) + " but the trace holds " +
                             std::to_string(trace.ops.ops.size()) + " (truncated?)");
       }
+      trace.ops.declared_ops = ops;
+      trace.ops.end_line = line_no;
+      if (end.has("ticks")) trace.ops.ticks = end.integer("ticks", 0, 0, INT64_MAX);
       const std::string hash = end.string("event_hash", "");
-      if (!hash.empty()) {
-        if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
-          end.fail("event_hash", "expected 16 hex digits");
-        }
-        trace.ops.event_hash = std::stoull(hash, nullptr, 16);
-      }
+      if (!hash.empty()) trace.ops.event_hash = parse_hex64(hash, end, "event_hash");
       const nlohmann::json& v = end.raw("violation");
       if (!v.is_null()) {
         JsonReader vr(v, where, "end.violation");
@@ -174,10 +218,34 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
       ended = true;
       continue;
     }
-    trace.ops.ops.push_back(op_from_json(doc, where));
+    // Version 2: the recorded outcome and hash chain ("ok", "h") ride on the op line.
+    nlohmann::json op_doc = doc;
+    std::optional<OpCheck> check;
+    if (trace.ops.version >= 2 && op_doc.is_object() && op_doc.contains("h")) {
+      JsonReader r(op_doc, where);
+      check = OpCheck{.hash = parse_hex64(r.string("h", ""), r, "h"), .ok = r.boolean("ok", true)};
+      op_doc.erase("h");
+      op_doc.erase("ok");
+    }
+    // The first op decides whether the trace has a chain; every op after it must agree.
+    if (!trace.ops.ops.empty() && check.has_value() != !trace.ops.checks.empty()) {
+      throw InputError(where + ": field h: " +
+                       (check ? std::string("this op has a hash but the ops before it have none")
+                              : std::string("missing (the ops before this one carry the hash "
+                                            "chain)")));
+    }
+    trace.ops.ops.push_back(op_from_json(op_doc, where));
+    trace.ops.lines.push_back(line_no);
+    if (check) trace.ops.checks.push_back(*check);
   }
   if (in.bad()) throw InputError(path + ": read error");
   if (line_no == 0) throw InputError(path + ": empty file (no header)");
+  trace.ops.source = path;
+  if (trace.kind == "ops" && !ended) {
+    throw InputError(path + ":" + std::to_string(line_no) +
+                     ": the op trace ends without its end record (cut short?); " +
+                     std::to_string(trace.ops.ops.size()) + " ops read");
+  }
   if (trace.kind == "workload" && trace.workload.arrivals.empty()) {
     throw InputError(path + ": workload trace has no arrivals");
   }
@@ -187,9 +255,7 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
 }  // namespace
 
 AnyTrace read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
-  return read_trace_stream(in, path);
+  return read_trace_text(read_text_file(path), path);
 }
 
 AnyTrace read_trace_text(const std::string& text, const std::string& source) {

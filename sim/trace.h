@@ -2,11 +2,16 @@
 //
 //   workload trace: header {"kvsim_trace":1,"kind":"workload",...}, then one arrival per line;
 //                   replaying it re-runs the scheduler on exactly these arrivals.
-//   op trace:       header {"kvsim_trace":1,"kind":"ops",...}, then one op per line, then a
-//                   footer {"end":{...}} with the event hash and the violation (if any); replaying
-//                   it applies the ops to a fresh executor without the scheduler, and a run
-//                   that failed writes one annotated with the violated invariant and step.
-// Every malformed line is an InputError naming the file, the line and the field.
+//   op trace:       header {"kvsim_trace":2,"kind":"ops",...}, then one op per line, then a
+//                   footer {"end":{...}} with the op count, the last tick, the event hash and
+//                   the violation (if any); replaying it applies the ops to a fresh executor
+//                   without the scheduler, and a run that failed writes one annotated with the
+//                   violated invariant and step. From version 2 every op line carries the event
+//                   hash after it ("h", a hash chain) and "ok": false when its outcome was a
+//                   refusal (admit found no room, ...), so a replay names the first op whose
+//                   outcome differs. Version 1 traces (no chain) are still read.
+// Every malformed line is an InputError naming the file, the line and the field; a trace
+// without its end record is one too (it was cut short).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +26,13 @@
 
 namespace kvsim::sim {
 
-inline constexpr int64_t kTraceVersion = 1;
+inline constexpr int64_t kTraceVersion = 2;  // written; versions 1 and 2 are read
+
+// What an op trace recorded about one op: its outcome and the event hash after it.
+struct OpCheck {
+  uint64_t hash = 0;
+  bool ok = true;
+};
 
 struct WorkloadTrace {
   Scenario scenario;
@@ -33,9 +44,19 @@ struct OpTrace {
   Scenario scenario;
   uint64_t seed = 0;
   std::vector<Op> ops;
-  // From the footer (absent in a truncated trace).
+  // From the footer.
   std::optional<uint64_t> event_hash;
   std::optional<SimViolation> violation;
+  std::optional<int64_t> ticks;  // the last tick (version 2)
+  // Per op (parallel to `ops`, or empty): the recorded outcome and hash chain (version 2).
+  std::vector<OpCheck> checks;
+  // Where it was read from (empty for a trace built in memory): the source, the line of each
+  // op (parallel to `ops`), the end record's line, the op count the end record declares.
+  std::string source;
+  std::vector<size_t> lines;
+  size_t end_line = 0;
+  int64_t declared_ops = -1;
+  int64_t version = kTraceVersion;
 };
 
 void write_workload_trace(const std::string& path, const WorkloadTrace& trace);

@@ -3,8 +3,10 @@
 # test: units, simulator and CLI tests, properties, the conformance kit, trace replays and a
 # 100-seed sweep of every scenario.
 # With CI=true (as .ci/run sets it) it then also runs the campaigns CI owns: 200 more seeds of
-# every scenario, a short fuzz smoke of every libFuzzer target (fuzz/run_smoke.sh, clang build)
-# and the mutation runner (tests/mutants/run_mutants.sh), and builds with -Werror.
+# every scenario, the code-probe sweep (tools/probe_sweep.sh: fails on a probe no run reaches),
+# a short fuzz smoke of every libFuzzer target (fuzz/run_smoke.sh, clang build), the mutation
+# runner (tests/mutants/run_mutants.sh) and a small blind mutation-score sample
+# (tools/mutation_score.sh), and builds with -Werror.
 # Usage: tools/test.sh [preset]   (default | debug | asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +27,15 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   ls scenarios/*.json | grep -v mooncake_synthetic |
     xargs -P 2 -I{} build/default/tools/kvsim run {} --seed 101 --seeds "$seeds" \
       --no-progress --trace-dir build/ci-sweep
+  echo "== code probes: every probe reached by a bounded sweep (tools/probe_sweep.sh)"
+  tools/probe_sweep.sh build/default/tools/kvsim
   echo "== fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"
   fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-20}"
   echo "== mutation runner (tests/mutants/run_mutants.sh --budget ${KVSIM_MUTANT_BUDGET:-60})"
   tests/mutants/run_mutants.sh --budget "${KVSIM_MUTANT_BUDGET:-60}"
+  # A small blind mutation-score sample (docs/mutation-score.md), in the mutation runner's
+  # build: fails if the tool breaks, not on the score of 6 mutants.
+  echo "== mutation score sample (tools/mutation_score.sh --sample 6 --budget 20)"
+  KVSIM_MUTATION_WORK=build/mutants tools/mutation_score.sh --sample "${KVSIM_MUTATION_SAMPLE:-6}" \
+    --seed "${KVSIM_MUTATION_SEED:-1}" --budget "${KVSIM_MUTATION_BUDGET:-20}"
 fi

@@ -1,21 +1,39 @@
 #include "core/cache/hi_cache.h"
 
+#include <stdexcept>
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/mamba_component.h"
 #include "core/tree/swa_component.h"
 
 namespace kvsim {
+namespace {
+
+// Rounds a pool size down to whole pages; fewer than one page (unless 0 means "default") is a
+// caller error.
+void round_pool_to_pages(int64_t& tokens, int64_t page, const char* field, bool zero_ok) {
+  if (zero_ok && tokens == 0) return;
+  if (tokens < page) {
+    throw std::invalid_argument("HiCache: " + std::string(field) + " = " + std::to_string(tokens) +
+                                " holds no whole page of " + std::to_string(page) + " tokens");
+  }
+  tokens = tokens / page * page;
+}
+
+}  // namespace
 
 HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* storage)
     : backend_(backend), options_(options), storage_(storage) {
   const int64_t page = options_.page_size;
-  KV_ASSERT(page > 0, "page_size must be positive");
-  KV_ASSERT(options_.device_tokens > 0 && options_.device_tokens % page == 0,
-            "device_tokens must be a positive multiple of page_size");
-  KV_ASSERT(options_.host_tokens > 0 && options_.host_tokens % page == 0,
-            "host_tokens must be a positive multiple of page_size");
+  // Caller mistakes in the options are errors, not aborts (docs/sglang-parity.md): pool sizes
+  // are rounded down to whole pages as SGLang's allocator does; less than a page is an error.
+  if (page <= 0) throw std::invalid_argument("HiCache: page_size must be positive");
+  round_pool_to_pages(options_.device_tokens, page, "device_tokens", /*zero_ok=*/false);
+  round_pool_to_pages(options_.host_tokens, page, "host_tokens", /*zero_ok=*/false);
+  round_pool_to_pages(options_.swa_device_tokens, page, "swa_device_tokens", /*zero_ok=*/true);
+  round_pool_to_pages(options_.swa_host_tokens, page, "swa_host_tokens", /*zero_ok=*/true);
   device_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kDevice, options_.device_tokens,
                                                        options_.page_size);
   request_slots_ =
@@ -107,6 +125,8 @@ void HiCache::apply_write_policy(const std::vector<TreeNode*>& hit_nodes) {
 }
 
 std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
+  if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
+  if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - device_slots_->available_size();
   if (shortfall > 0) evict(shortfall);
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
@@ -115,6 +135,7 @@ std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
 }
 
 void HiCache::free_device(const IndexVector& slots) {
+  if (slots.empty()) return;       // documented no-op
   request_slots_->release(slots);  // asserts every page is request-held
   device_slots_->free(slots);
 }
@@ -126,8 +147,10 @@ int64_t HiCache::available_device_size() const {
 std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
   std::optional<IndexVector> slots = host_slots_->alloc(tokens);
   if (!slots) {
+    KV_PROBE(cache_alloc_host_evicts);
     evict_host(tokens - host_slots_->available_size());
     slots = host_slots_->alloc(tokens);
+    KV_PROBE_IF(!slots, cache_alloc_host_fails);
   }
   return slots;
 }
@@ -136,15 +159,19 @@ int64_t HiCache::write_backup(TreeNode& node) {
   KV_ASSERT(!node.is_root() && !node.evicted() && !node.backed_up(), "nothing to back up");
   if (options_.write_policy != WritePolicy::kWriteBack && !node.parent->is_root() &&
       !node.parent->backed_up()) {
+    KV_PROBE(cache_backup_parent_not_backed);
     return 0;  // backed-up nodes must form a root-closed prefix
   }
   const std::vector<PoolTransfer> extra = backup_transfers(node);
   std::optional<IndexVector> host = controller_->write(*node.full().value, node.id, extra);
   if (!host) {
+    KV_PROBE(cache_backup_evicts_host);
     evict_host(node.token_count() - host_slots_->available_size());
     host = controller_->write(*node.full().value, node.id, extra);
   }
   if (!host) {
+    KV_PROBE(cache_backup_fails);
+    KV_PROBE_IF(!extra.empty(), cache_backup_aux_rollback);
     for (const PoolTransfer& pt : extra)
       side_[static_cast<size_t>(pt.pool)]->host_slots().free(pt.host_indices);
     return 0;
@@ -164,7 +191,10 @@ int64_t HiCache::evict(int64_t device_tokens) {
   int64_t freed = 0;
   while (freed < device_tokens) {
     TreeNode* victim = tree_->next_device_victim();
-    if (victim == nullptr) break;
+    if (victim == nullptr) {
+      KV_PROBE(cache_evict_short);
+      break;
+    }
     const int64_t tokens = victim->token_count();
     if (!evict_device_victim(*victim)) break;  // it stays the next victim: nothing more now
     freed += tokens;
@@ -189,6 +219,7 @@ bool HiCache::evict_one_write_back(TreeNode& victim) {
   // Write the leaf to host before dropping its device copy; wait for the copy, since the
   // device slots are freed right after.
   if (write_backup(victim) > 0) {
+    KV_PROBE(cache_evict_write_back);
     flush();
     free_released(tree_->demote(victim));
     return true;
@@ -197,6 +228,7 @@ bool HiCache::evict_one_write_back(TreeNode& victim) {
   // Its evicted descendants live on host only and hang off it: they go first (found by
   // `kvsim hunt`: a write-back victim with host-only children and a full host pool asserted).
   if (!victim.children.empty() && !drop_host_descendants(victim)) return false;
+  KV_PROBE(cache_evict_write_back_no_room);
   free_released(tree_->remove_device_leaf(victim));
   return true;
 }
@@ -225,9 +257,15 @@ bool HiCache::drop_host_descendants(TreeNode& node) {
 
 int64_t HiCache::evict_host(int64_t host_tokens) {
   int64_t freed = 0;
+  KV_PROBE_IF(
+      host_tokens > 0 && (!pending_loads_.empty() || !backups_.empty() || !prefetches_.empty()),
+      cache_host_evict_while_protected);
   while (freed < host_tokens) {
     TreeNode* victim = tree_->next_host_victim();
-    if (victim == nullptr) break;
+    if (victim == nullptr) {
+      KV_PROBE(cache_host_evict_short);
+      break;
+    }
     freed += victim->token_count();
     free_released(tree_->remove_host_leaf(*victim));
   }
@@ -261,6 +299,7 @@ void HiCache::finish_write_ack(const TransferAck& ack) {
     KV_ASSERT(node != nullptr, "node with a pending write vanished");
     // Fragments split off the node while the copy ran are published with it.
     for (TreeNode* n = node; !n->is_root() && n->write_through_pending == id; n = n->parent) {
+      KV_PROBE_IF(n != node, cache_write_ack_fragments);
       n->write_through_pending.reset();
     }
     tree_->unlock(it->second.lock);

@@ -89,7 +89,10 @@ struct HiCacheStats {
 
 class HiCache {
  public:
-  // `storage` may be null (no storage tier). Both must outlive the cache.
+  // `storage` may be null (no storage tier). Both must outlive the cache. Pool sizes that are
+  // not page multiples are rounded down to whole pages (SGLang's allocator does the same; the
+  // rounded sizes are in options()); a page_size <= 0 or a pool below one page throws
+  // std::invalid_argument naming the field.
   HiCache(Backend& backend, HiCacheOptions options, StorageBackend* storage = nullptr);
   ~HiCache();
   HiCache(const HiCache&) = delete;
@@ -119,6 +122,9 @@ class HiCache {
 
   // --- Device slots held by requests ---
   // Evicts the shortfall from the tree, then allocates; nullopt if it still does not fit.
+  // Caller mistakes are values: alloc_device(0) returns an empty vector (a no-op), a negative
+  // or non-page-multiple count returns nullopt without evicting; free_device of an empty
+  // vector does nothing. The same holds for alloc_swa / free_swa.
   std::optional<IndexVector> alloc_device(int64_t tokens);
   void free_device(const IndexVector& slots);
   int64_t available_device_size() const;  // free device tokens (not counting evictable)

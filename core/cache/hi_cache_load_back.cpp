@@ -4,6 +4,7 @@
 
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/swa_component.h"
 
 namespace kvsim {
@@ -68,8 +69,16 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   for (TreeNode* n : chain)
     host_indices.append(*n->full().host_value);
   const auto tokens = static_cast<int64_t>(host_indices.size());
-  if (!chain.empty() && tokens < options_.load_back_threshold_tokens) return result;
-  if (mem_quota && tokens > *mem_quota) return result;
+  if (!chain.empty() && tokens < options_.load_back_threshold_tokens) {
+    KV_PROBE(lb_below_threshold);
+    return result;
+  }
+  if (mem_quota && tokens > *mem_quota) {
+    KV_PROBE(lb_over_quota);
+    return result;
+  }
+  KV_PROBE_IF(!swa_nodes.empty(), lb_swa_window);
+  KV_PROBE_IF(mamba_needed && chain.empty(), lb_mamba_only);
 
   // Keep the device ancestors (and the SWA values already in the window) from being evicted
   // while we make room, and the host copies from being host-evicted until the load's ack.
@@ -112,6 +121,7 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
                                    .hit_policy = PoolHitPolicy::kTrailingPages,
                                    .nodes = std::move(ids)});
     } else {
+      KV_PROBE(lb_side_alloc_fails);
       ok = false;
     }
   }
@@ -125,6 +135,7 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
                        .hit_policy = PoolHitPolicy::kTrailingPages,
                        .nodes = {best_match_node.id}});
     } else {
+      KV_PROBE(lb_side_alloc_fails);
       ok = false;
     }
   }
@@ -132,8 +143,10 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   if (ok) {
     device = controller_->load(host_indices, best_match_node.id, extra);
     if (!device) {
+      KV_PROBE(lb_evicts_to_fit);
       evict(tokens - device_slots_->available_size());
       device = controller_->load(host_indices, best_match_node.id, extra);
+      KV_PROBE_IF(!device, lb_fails_after_evicting);
     }
   }
   tree_->unlock(ancestor_lock);

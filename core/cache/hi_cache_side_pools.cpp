@@ -5,6 +5,7 @@
 
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 
 namespace kvsim {
 
@@ -27,6 +28,8 @@ IndexVector HiCache::path_swa_slots(const TreeNode& node) const {
 std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
   SidePool* pool = side_pool(ComponentType::kSwa);
   KV_ASSERT(pool != nullptr, "alloc_swa without an SWA component");
+  if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
+  if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - pool->device_slots().available_size();
   if (shortfall > 0) evict_swa(shortfall);
   return pool->alloc_for_request(tokens);
@@ -35,6 +38,7 @@ std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
 void HiCache::free_swa(const IndexVector& slots) {
   SidePool* pool = side_pool(ComponentType::kSwa);
   KV_ASSERT(pool != nullptr, "free_swa without an SWA component");
+  if (slots.empty()) return;  // documented no-op
   pool->free_from_request(slots);
 }
 
@@ -74,9 +78,11 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
     const auto n = static_cast<int64_t>(victim->component(type).value->size());
     if (victim->device_leaf_key.has_value()) {
       // A device leaf keeps nothing worth its full KV once its window or state is gone.
+      KV_PROBE(aux_evict_device_leaf);
       if (!evict_device_victim(*victim)) break;
       freed += n;
     } else {
+      KV_PROBE(aux_tombstone);
       freed += n;
       pool->device_slots().free(tree_->take_aux_value(*victim, type));
     }
@@ -101,6 +107,7 @@ std::optional<IndexVector> HiCache::alloc_side_host(SidePool& pool, int64_t slot
   while (!host) {
     TreeNode* victim = tree_->next_host_victim();
     if (victim == nullptr) return std::nullopt;
+    KV_PROBE(aux_host_evicts_for_side);
     stats_.evicted_host_tokens += victim->token_count();
     free_released(tree_->remove_host_leaf(*victim));
     host = pool.host_slots().alloc(slots);
@@ -116,7 +123,10 @@ std::vector<PoolTransfer> HiCache::backup_transfers(TreeNode& node) {
     const IndexVector& device = *node.component(type).value;
     std::optional<IndexVector> host =
         alloc_side_host(*side_[t], static_cast<int64_t>(device.size()));
-    if (!host) continue;  // no room: this node's aux data is not backed up (a tombstone later)
+    if (!host) {  // no room: this node's aux data is not backed up (a tombstone later)
+      KV_PROBE(aux_backup_skipped);
+      continue;
+    }
     extra.push_back(PoolTransfer{.pool = side_[t]->name(),
                                  .host_indices = std::move(*host),
                                  .device_indices = device,

@@ -6,6 +6,7 @@
 
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tiers/page_hash.h"
 
 namespace kvsim {
@@ -75,6 +76,8 @@ bool HiCache::storage_backup_step() {
     failed = storage_->set(b.hashes[b.pages_done], bytes) != StorageStatus::kOk;
     if (!failed) ++stats_.backed_up_pages;
   }
+  KV_PROBE_IF(failed, st_backup_set_fails);
+  KV_PROBE_IF(!failed && b.pages_done < b.hashes.size(), st_backup_multi_batch);
   if (failed || b.pages_done == b.hashes.size()) {  // a failed batch stops the backup; ack anyway
     finished_backups_.push_back(b.node);
     backups_.erase(backups_.begin());
@@ -103,7 +106,10 @@ bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& ancho
   if (static_cast<int64_t>(rest.size()) < threshold) return false;
   const auto limit = static_cast<int64_t>(options_.prefetch_capacity_fraction *
                                           static_cast<double>(options_.host_tokens));
-  if (prefetch_tokens_occupied_ >= limit) return false;  // rate limited
+  if (prefetch_tokens_occupied_ >= limit) {
+    KV_PROBE(st_prefetch_rate_limited);
+    return false;  // rate limited
+  }
 
   PrefetchOp op;
   op.rid = rid;
@@ -128,8 +134,10 @@ bool HiCache::storage_query_step() {
     op.hit_tokens = static_cast<int64_t>(hit_pages) * options_.page_size;
     // A hit of no page is nothing to prefetch, whatever the threshold (0 is a valid one).
     if (hit_pages == 0 || op.hit_tokens < options_.prefetch_threshold_tokens) {
+      KV_PROBE(st_query_revoked);
       op.state = PrefetchOp::State::kRevoked;
     } else {
+      KV_PROBE_IF(hit_pages < op.hashes.size(), st_query_partial_hit);
       op.hashes.resize(hit_pages);
       op.state = PrefetchOp::State::kHit;
     }
@@ -151,6 +159,7 @@ void HiCache::drain_prefetch_hits() {
         op.hit_tokens = fit;
         op.hashes.resize(static_cast<size_t>(fit / page));
         ++stats_.prefetch_shrunk;
+        KV_PROBE(st_prefetch_shrunk);
       }
     }
     if (!host) {
@@ -159,6 +168,7 @@ void HiCache::drain_prefetch_hits() {
       if (free_now > 0 && free_now >= options_.prefetch_threshold_tokens) {
         ++stats_.prefetch_abandoned_with_free_memory;
       }
+      KV_PROBE(st_prefetch_no_host);
       op.state = PrefetchOp::State::kRevoked;
       continue;
     }
@@ -182,6 +192,7 @@ bool HiCache::storage_io_step() {
       // foreign writer) all end the prefetch: what was read before it stays usable.
       if (storage_->get(op.hashes[k], &bytes) != StorageStatus::kOk ||
           bytes.size() != page_payload_bytes()) {
+        KV_PROBE_IF(op.completed_tokens > 0, st_read_fails_mid_prefetch);
         op.terminated = true;
         break;
       }
@@ -217,7 +228,11 @@ bool HiCache::check_prefetch_progress(RequestId rid, uint64_t now_tick) {
       break;
   }
   if (!can_terminate) return false;
+  KV_PROBE_IF(
+      !complete && timed_out && options_.prefetch_stop_policy == PrefetchStopPolicy::kTimeout,
+      st_prefetch_timeout);
   if (op.state != PrefetchOp::State::kTransfer) {
+    KV_PROBE(st_prefetch_revoked_early);
     revoke_prefetch(op);  // host memory was never committed
     return true;
   }
@@ -233,6 +248,7 @@ void HiCache::revoke_prefetch(PrefetchOp& op) {
 
 void HiCache::finish_prefetch(PrefetchOp& op) {
   op.terminated = true;  // completed_tokens is frozen from here on
+  KV_PROBE_IF(op.completed_tokens < op.hit_tokens, st_prefetch_partial_finish);
   const auto usable = static_cast<size_t>(op.completed_tokens);
   TreeNode* anchor = tree_->find(op.anchor);
   KV_ASSERT(anchor != nullptr, "host-protected prefetch anchor vanished");
@@ -244,6 +260,8 @@ void HiCache::finish_prefetch(PrefetchOp& op) {
         op.ns, *anchor, std::span<const Token>(op.tokens).first(usable), host.slice(0, usable),
         std::span<const PageDigest>(op.hashes).first(usable /
                                                      static_cast<size_t>(options_.page_size)));
+    KV_PROBE_IF(r.present_len > 0, st_finish_overlap);
+    KV_PROBE_IF(r.refused_len > 0, st_finish_refused);
     present = static_cast<size_t>(r.present_len);
     inserted = static_cast<size_t>(r.inserted_len);
   }
@@ -268,6 +286,7 @@ void HiCache::drop_prefetch(RequestId rid) {
 void HiCache::release_aborted_request(RequestId rid) {
   auto it = prefetches_.find(rid);
   if (it == prefetches_.end()) return;
+  KV_PROBE(st_abort_during_prefetch);
   it->second.terminated = true;
   revoke_prefetch(it->second);
 }

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 
 namespace kvsim {
 
@@ -41,6 +42,7 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   lock_ = cache_.lock(*anchor);
   if (allow_load_back && m.best_match_node != m.last_device_node) {
     LoadBackResult lb = cache_.init_load_back(*m.best_match_node);
+    KV_PROBE_IF(!lb.loaded, req_load_back_declined);
     if (lb.loaded) {
       cache_.unlock(lock_);
       anchor = lb.last_node;
@@ -79,6 +81,7 @@ bool RequestKV::extend(size_t new_len) {
   if (swa_) {
     std::optional<IndexVector> swa = cache_.alloc_swa(static_cast<int64_t>(need));
     if (!swa) {
+      KV_PROBE(req_extend_swa_fails);
       cache_.free_device(*kv);
       return false;
     }
@@ -93,6 +96,7 @@ void RequestKV::finish(std::span<const Token> tokens) {
   KV_ASSERT(kv_.size() >= tokens.size(), "finish before the KV of every token was allocated");
   AuxInsertValues aux{.swa = swa_, .mamba = mamba_, .owned_from = owned_from_};
   InsertResult ins = cache_.insert(ns_, tokens, kv_, aux);
+  KV_PROBE_IF(static_cast<size_t>(ins.prefix_len) > owned_from_, req_finish_duplicate);
   // Full-attention slots the tree did not adopt: duplicates and the unaligned tail.
   const auto page = static_cast<size_t>(cache_.options().page_size);
   const size_t aligned = tokens.size() / page * page;

@@ -1,5 +1,6 @@
 #include "core/pools/paged_allocator.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/common/assert.h"
@@ -9,36 +10,52 @@ namespace kvsim {
 PagedSlotAllocator::PagedSlotAllocator(Tier tier, int64_t size_tokens, int32_t page_size)
     : tier_(tier), page_size_(page_size), page_count_(0) {
   KV_ASSERT(page_size > 0, "page_size must be positive");
-  KV_ASSERT(size_tokens > 0 && size_tokens % page_size == 0,
-            "pool size must be a positive multiple of page_size");
-  page_count_ = size_tokens / page_size;
+  page_count_ = std::max<int64_t>(size_tokens, 0) / page_size;  // whole pages, as SGLang
   state_.assign(static_cast<size_t>(page_count_ + 1), kFree);
-  for (int64_t p = 1; p <= page_count_; ++p)
-    free_pages_.push_back(p);
+  free_pages_.reserve(static_cast<size_t>(page_count_));
+  for (int64_t p = page_count_; p >= 1; --p)
+    free_pages_.push_back(p);  // page 1 on top: handed out first
 }
 
 std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
-  KV_ASSERT(tokens > 0 && tokens % page_size_ == 0,
+  KV_ASSERT(tokens >= 0 && tokens % page_size_ == 0,
             "alloc of " + std::to_string(tokens) +
-                " tokens: not a positive multiple of page size " + std::to_string(page_size_));
+                " tokens: not a non-negative multiple of page size " + std::to_string(page_size_));
   const int64_t pages = tokens / page_size_;
   if (pages > static_cast<int64_t>(free_pages_.size())) return std::nullopt;
-  std::vector<SlotIndex> slots;
-  slots.reserve(static_cast<size_t>(tokens));
+  std::vector<SlotIndex> slots(static_cast<size_t>(tokens));
+  SlotIndex* out = slots.data();
   for (int64_t i = 0; i < pages; ++i) {
-    const int64_t page = free_pages_.front();
-    free_pages_.pop_front();
+    const int64_t page = free_pages_.back();
+    free_pages_.pop_back();
     KV_ASSERT(page >= 1 && page <= page_count_, "free list holds an invalid page");
     KV_ASSERT(state_[static_cast<size_t>(page)] == kFree,
               "double alloc: page " + std::to_string(page) + " is free-listed but allocated");
     state_[static_cast<size_t>(page)] = kAllocated;
+    const SlotIndex first = page * page_size_;
     for (int32_t t = 0; t < page_size_; ++t)
-      slots.push_back(page * page_size_ + t);
+      *out++ = first + t;
   }
   return IndexVector(tier_, std::move(slots));
 }
 
-std::string PagedSlotAllocator::claim_page_for_free(const IndexVector& slots, size_t i) {
+bool PagedSlotAllocator::claim_page_for_free(const IndexVector& slots, size_t i) {
+  const SlotIndex first = slots[i];
+  if (first < page_size_ || first % page_size_ != 0) return false;
+  const int64_t page = first / page_size_;
+  if (page > page_count_) return false;
+  const SlotIndex* run = slots.span().data() + i;
+  bool contiguous = true;
+  for (int32_t t = 1; t < page_size_; ++t)
+    contiguous &= run[t] == first + t;
+  if (!contiguous) return false;
+  uint8_t& state = state_[static_cast<size_t>(page)];
+  if (state != kAllocated) return false;
+  state = kFreeing;
+  return true;
+}
+
+std::string PagedSlotAllocator::free_problem(const IndexVector& slots, size_t i) const {
   const SlotIndex first = slots[i];
   if (first < 0 || first % page_size_ != 0) {
     return "free of slot " + std::to_string(first) + ": run does not start at a page boundary";
@@ -53,13 +70,10 @@ std::string PagedSlotAllocator::claim_page_for_free(const IndexVector& slots, si
     return "foreign free: slot " + std::to_string(first) + " is outside this " +
            std::string(to_string(tier_)) + " pool";
   }
-  uint8_t& state = state_[static_cast<size_t>(page)];
-  if (state == kFreeing) return "double free: page " + std::to_string(page) + " listed twice";
-  if (state != kAllocated) {
-    return "double free: slot " + std::to_string(first) + " is not allocated";
+  if (state_[static_cast<size_t>(page)] == kFreeing) {
+    return "double free: page " + std::to_string(page) + " listed twice";
   }
-  state = kFreeing;
-  return "";
+  return "double free: slot " + std::to_string(first) + " is not allocated";
 }
 
 void PagedSlotAllocator::free(const IndexVector& slots) {
@@ -72,21 +86,22 @@ void PagedSlotAllocator::free(const IndexVector& slots) {
             "free of " + std::to_string(slots.size()) + " slots: not whole pages");
   const size_t step = static_cast<size_t>(page_size_);
   // Validate every page before changing anything, so a caught failure leaves no trace.
-  std::string problem;
   size_t claimed = 0;
-  for (; claimed < slots.size() && problem.empty(); claimed += step)
-    problem = claim_page_for_free(slots, claimed);
-  if (!problem.empty()) claimed -= step;  // the failing page was not claimed
-  for (size_t i = 0; i < claimed; i += step) {
-    uint8_t& state = state_[static_cast<size_t>(slots[i] / page_size_)];
-    if (problem.empty()) {
-      state = kFree;
-      free_pages_.push_front(slots[i] / page_size_);
-    } else {
-      state = kAllocated;  // roll back the claim
+  while (claimed < slots.size() && claim_page_for_free(slots, claimed))
+    claimed += step;
+  if (claimed == slots.size()) {
+    free_pages_.reserve(free_pages_.size() + slots.size() / step);
+    for (size_t i = 0; i < claimed; i += step) {
+      const int64_t page = slots[i] / page_size_;
+      state_[static_cast<size_t>(page)] = kFree;
+      free_pages_.push_back(page);
     }
+    return;
   }
-  KV_ASSERT(problem.empty(), problem);
+  const std::string problem = free_problem(slots, claimed);
+  for (size_t i = 0; i < claimed; i += step)
+    state_[static_cast<size_t>(slots[i] / page_size_)] = kAllocated;  // roll back the claims
+  KV_ASSERT(false, problem);
 }
 
 bool PagedSlotAllocator::is_allocated(SlotIndex slot) const {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 
 namespace kvsim {
 
@@ -131,7 +132,10 @@ std::optional<IndexVector> CacheController::write(const IndexVector& device_indi
   KV_ASSERT(device_indices.size() % static_cast<size_t>(options_.page_size) == 0,
             "The requested size should be a multiple of the page size.");
   std::optional<IndexVector> host = host_slots_.alloc(static_cast<int64_t>(device_indices.size()));
-  if (!host) return std::nullopt;
+  if (!host) {
+    KV_PROBE(ctl_write_no_host);
+    return std::nullopt;
+  }
   const OpId id = next_op_id_++;
   const std::string label = "write op " + std::to_string(id);
   ResolvedIndices moved = move_indices(device_indices, *host);
@@ -164,7 +168,10 @@ std::optional<IndexVector> CacheController::load(const IndexVector& host_indices
   std::optional<IndexVector> device =
       host_indices.empty() ? IndexVector(Tier::kDevice, {})
                            : device_slots_.alloc(static_cast<int64_t>(host_indices.size()));
-  if (!device) return std::nullopt;
+  if (!device) {
+    KV_PROBE(ctl_load_no_device);
+    return std::nullopt;
+  }
   load_queue_.push_back(QueuedLoad{next_op_id_++, host_indices, *device, node, extra});
   return device;
 }
@@ -189,6 +196,7 @@ int CacheController::start_loading() {
         extra.push_back(pt);
         continue;
       }
+      KV_PROBE(ctl_side_transfers_merged);
       it->host_indices.append(pt.host_indices);
       it->device_indices.append(pt.device_indices);
       it->nodes.insert(it->nodes.end(), pt.nodes.begin(), pt.nodes.end());
@@ -196,6 +204,7 @@ int CacheController::start_loading() {
   }
   std::sort(extra.begin(), extra.end(),
             [](const PoolTransfer& a, const PoolTransfer& b) { return a.pool < b.pool; });
+  KV_PROBE_IF(load_queue_.size() > 1, ctl_loads_merged);
   load_queue_.clear();
   ack.tokens = static_cast<int64_t>(host.size());
   const std::string label = "load op " + std::to_string(ack.id);
@@ -209,6 +218,7 @@ int CacheController::start_loading() {
   // Side pools first, so layer 0's event also covers them (a forward needs both).
   issue_pool_transfers(load_stream_, side, label);
   if (!moved) {  // an aux-only load (e.g. a Mamba state under a device-resident prefix)
+    KV_PROBE(ctl_aux_only_load);
     for (int32_t layer = 0; layer < device_pool_.view().layer_count; ++layer) {
       layer_done_.set_layer_event(producer, layer, backend_.record_event(load_stream_));
     }
@@ -245,10 +255,14 @@ std::vector<TransferAck> CacheController::pop_completed(std::deque<TransferAck>&
 }
 
 std::vector<TransferAck> CacheController::poll_write_acks() {
-  return pop_completed(write_acks_);
+  std::vector<TransferAck> done = pop_completed(write_acks_);
+  KV_PROBE_IF(done.size() > 1, ctl_several_write_acks);
+  return done;
 }
 std::vector<TransferAck> CacheController::poll_load_acks() {
-  return pop_completed(load_acks_);
+  std::vector<TransferAck> done = pop_completed(load_acks_);
+  KV_PROBE_IF(done.size() > 1, ctl_several_load_acks);
+  return done;
 }
 
 std::vector<TransferAck> CacheController::flush_write_acks() {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/radix_tree.h"
 
 namespace kvsim {
@@ -26,6 +27,7 @@ void FullComponent::acquire_lock(RadixTree& tree, TreeNode& anchor, LockRecord& 
   // Skip the evicted bottom segment: those nodes hold no device slots to protect.
   while (!node->is_root() && node->evicted())
     node = node->parent;
+  KV_PROBE_IF(node != &anchor && !node->is_root(), full_lock_skips_evicted);
   if (node->is_root()) return;  // nothing on device below the root: nothing to lock
   record.start[static_cast<size_t>(type())] = node->id;
   for (TreeNode* n = node; !n->is_root(); n = n->parent) {

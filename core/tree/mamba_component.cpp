@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/radix_tree.h"
 
 namespace kvsim {
@@ -50,8 +51,8 @@ void MambaComponent::release_lock(RadixTree& tree, const LockRecord& record) {
   tree.dec_aux_lock(*node, kMamba);
 }
 
-void MambaComponent::on_split(TreeNode& /*prefix*/, TreeNode& /*suffix*/,
-                              size_t /*prefix_tokens*/) {
+void MambaComponent::on_split(TreeNode& /*prefix*/, TreeNode& suffix, size_t /*prefix_tokens*/) {
+  KV_PROBE_IF(suffix.has_device(kMamba) || suffix.has_host(kMamba), mamba_split_state_node);
   // The state describes the end of the node: it stays with the suffix, which keeps the id
   // and every lock on it. The new upper half starts as a tombstone.
 }

@@ -4,7 +4,9 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/full_component.h"
+#include "core/tree/tree_probes.h"
 
 namespace kvsim {
 namespace {
@@ -60,6 +62,8 @@ size_t RadixTree::common_prefix(const std::vector<Token>& key,
   size_t n = 0;
   while (n < limit && key[n] == tokens[n])
     ++n;
+  KV_PROBE_IF(n < limit && n % static_cast<size_t>(options_.page_size) != 0,
+              tree_divergence_mid_page);
   return n / static_cast<size_t>(options_.page_size) * static_cast<size_t>(options_.page_size);
 }
 
@@ -74,6 +78,10 @@ TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, std::vector<Token>
   node->creation = ++clock_;
   node->last_access = node->creation;
   TreeNode* raw = node.get();
+  KV_PROBE_IF(
+      parent->is_root() && probe_other_namespace_holds(*parent, ns, raw->key,
+                                                       static_cast<size_t>(options_.page_size)),
+      tree_ns_shared_tokens);
   auto [it, inserted] = parent->children.emplace(child_key(ns, raw->key), std::move(node));
   KV_ASSERT(inserted, "child key already present");
   nodes_[raw->id] = raw;
@@ -85,6 +93,7 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   KV_ASSERT(prefix_tokens % static_cast<size_t>(options_.page_size) == 0, "unaligned split");
   TreeNode* parent = node.parent;
   const ChildKey key = child_key(node.ns, node.key);
+  probe_split(node);
 
   auto prefix = std::make_unique<TreeNode>();
   prefix->id = next_id_++;
@@ -120,10 +129,12 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
 }
 
 TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token> rest,
-                             size_t* matched) {
+                             size_t* matched, bool touch_child) {
   auto it = node.children.find(child_key(ns, rest));
   if (it == node.children.end()) return nullptr;
   TreeNode* child = it->second.get();
+  // The back half of a split keeps this stamp (SGLang parity, docs/sglang-parity.md).
+  if (touch_child) touch(*child);
   *matched = common_prefix(child->key, rest);
   if (*matched < child->key.size()) child = split(*child, *matched);
   return child;
@@ -138,7 +149,7 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
     // After a partial match the walk ends by itself: the split node's only child starts
     // with a page that differs from the rest of the key.
     size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n);
+    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/true);
     if (child == nullptr) break;
     path.push_back(child);
     rest = rest.subspan(n);
@@ -210,11 +221,12 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
     size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n);
+    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/true);
     if (child == nullptr) break;
     if (child->evicted()) {
       // KV recomputed after eviction: the request's slots become the node's value again.
       KV_ASSERT(pos >= aux.owned_from, "request matched a node that is evicted now");
+      KV_PROBE(tree_insert_recompute_evicted);
       set_device_value(*child, value.slice(pos, pos + n));
     } else {
       result.prefix_len += static_cast<int64_t>(n);
@@ -261,10 +273,11 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
   while (pos < aligned) {
     std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
     size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n);
+    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/false);
     if (child == nullptr) break;
     if (!child->backed_up()) {
       // A host-only node here would hang under a node with no host copy (invariant 7).
+      KV_PROBE(tree_insert_host_refused);
       result.refused_len = static_cast<int64_t>(aligned - pos);
       result.last_node = node;
       return result;

@@ -147,8 +147,11 @@ class RadixTree {
   TreeNode* new_node(TreeNode* parent, Namespace ns, std::vector<Token> key);
   TreeNode* split(TreeNode& node, size_t prefix_tokens);
   // The child of `node` matching the start of `rest`, split so that it ends where the match
-  // does (*matched tokens); nullptr when no child starts with rest's first page.
-  TreeNode* descend(TreeNode& node, Namespace ns, std::span<const Token> rest, size_t* matched);
+  // does (*matched tokens); nullptr when no child starts with rest's first page. With
+  // `touch_child`, the child's access time is refreshed BEFORE a split, as SGLang's
+  // _match_prefix_helper and _insert_helper do: both halves then count as just used.
+  TreeNode* descend(TreeNode& node, Namespace ns, std::span<const Token> rest, size_t* matched,
+                    bool touch_child);
   ChildKey child_key(Namespace ns, std::span<const Token> tokens) const;
   size_t common_prefix(const std::vector<Token>& key, std::span<const Token> tokens) const;
   void refresh_leaf(TreeNode& node);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tree/radix_tree.h"
 
 namespace kvsim {
@@ -58,7 +59,10 @@ void SwaComponent::acquire_lock(RadixTree& tree, TreeNode& anchor, LockRecord& r
   uint64_t locked = 0;
   for (TreeNode* n = &anchor; !n->is_root() && static_cast<int64_t>(locked) < window_;
        n = n->parent) {
-    if (!n->has_device(kSwa)) break;  // the window reaches a tombstone only at the path start
+    if (!n->has_device(kSwa)) {  // the window reaches a tombstone only at the path start
+      KV_PROBE(swa_lock_stops_at_tombstone);
+      break;
+    }
     tree.inc_aux_lock(*n, kSwa);
     locked += static_cast<uint64_t>(n->token_count());
   }
@@ -88,6 +92,7 @@ void SwaComponent::on_split(TreeNode& prefix, TreeNode& suffix, size_t prefix_to
     to.value = from.value->slice(0, prefix_tokens);
     from.value = from.value->slice(prefix_tokens, from.value->size());
     to.lock_ref = from.lock_ref;  // a window lock through the suffix also covers the prefix
+    KV_PROBE_IF(from.lock_ref > 0, swa_split_window_locked);
   }
   if (from.host_value) {
     to.host_value = from.host_value->slice(0, prefix_tokens);

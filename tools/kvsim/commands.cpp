@@ -2,16 +2,22 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "sim/call_trace_replay.h"
 #include "sim/fidelity.h"
 #include "sim/json_reader.h"
 #include "sim/mooncake.h"
+#include "sim/resources.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -20,11 +26,81 @@ using sim::InputError;
 
 int input_error(const std::exception& e) {
   std::fprintf(stderr, "kvsim: %s\n", e.what());
-  return 2;
+  return kExitInput;
+}
+
+uint64_t memory_limit(const std::string& text) {
+  if (text.empty()) return sim::default_memory_limit();
+  uint64_t v = 0;
+  if (!sim::parse_bytes(text, &v)) {
+    throw InputError("--memory-limit: \"" + text +
+                     "\" is not a size (a positive number of bytes, or with K, M, G, T)");
+  }
+  return v;
 }
 
 sim::Scenario scenario_or_default(const std::string& path) {
   return path.empty() ? sim::default_scenario() : sim::load_scenario(path);
+}
+
+std::string scenario_source(const sim::Scenario& s) {
+  return s.source.empty() ? "the built-in scenario \"" + s.name + "\"" : s.source;
+}
+
+// An output file is checked before a run spends its time: the folder exists and takes a file.
+void check_writable(const std::string& path, const std::string& flag) {
+  if (path.empty() || path == "-") return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(flag + " " + path + ": is a directory");
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (!fs::is_directory(dir, ec)) {
+    throw InputError(flag + " " + path + ": no such folder: " + dir);
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw InputError(flag + " " + path + ": cannot write into " + dir + ": " +
+                     std::strerror(errno));
+  }
+}
+
+void check_folder(const std::string& dir, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw InputError(flag + " " + dir + ": not a folder");
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw InputError(flag + " " + dir + ": cannot write into it: " + std::strerror(errno));
+  }
+}
+
+// A failing run's trace: kvsim-<scenario>-seed<seed>-<hash>.trace.jsonl, with -2, -3, ... when
+// that name is taken, so two runs never overwrite each other's traces.
+std::string unique_trace_path(const std::string& dir, const std::string& name, uint64_t seed,
+                              uint64_t hash) {
+  const std::string stem =
+      dir + "/kvsim-" + name + "-seed" + std::to_string(seed) + "-" + sim::hex64(hash).substr(0, 8);
+  std::string path = stem + ".trace.jsonl";
+  for (int n = 2; std::filesystem::exists(path); ++n)
+    path = stem + "-" + std::to_string(n) + ".trace.jsonl";
+  return path;
+}
+
+// The first field where two scenarios differ ("cache.device_tokens"), "" when equal.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
+                             const std::string& path = "") {
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : a.items()) {
+      const std::string p = path.empty() ? k : path + "." + k;
+      if (!b.contains(k)) return p;
+      std::string d = first_difference(v, b[k], p);
+      if (!d.empty()) return d;
+    }
+    for (const auto& [k, v] : b.items()) {
+      if (!a.contains(k)) return path.empty() ? k : path + "." + k;
+    }
+    return "";
+  }
+  return a == b ? "" : path;
 }
 
 void progress(uint64_t done, uint64_t total, uint64_t failures) {
@@ -40,52 +116,111 @@ void progress(uint64_t done, uint64_t total, uint64_t failures) {
 
 }  // namespace
 
+const char* exit_code_help() {
+  return "Exit codes:\n"
+         "  0  clean: no violation, and requests finished and were checked\n"
+         "  1  a violation was found (the op trace is written; see its replay command)\n"
+         "  2  bad input: a file, a flag or a resource limit (the message names it)\n"
+         "  3  a replay does not reproduce its recording (the first diverging op is named)\n"
+         "  4  vacuous: no violation, but no request finished or no model read was checked\n"
+         "  5  out of memory despite the up-front estimate (lower the pools)\n"
+         "  105-109  the command line itself (CLI11: bad value, missing or unknown flag or "
+         "subcommand)\n";
+}
+
 int run_command(const RunCommand& c) {
   try {
+    const uint64_t limit = memory_limit(c.memory_limit);
     sim::Scenario s = scenario_or_default(c.scenario);
-    if (c.full_every > 0) s.check.full_every = c.full_every;
-    if (c.no_faults) s.faults.enabled = false;
-    if (c.no_content) s.check.content = false;
     std::vector<sim::Arrival> given;
+    uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
     if (!c.workload.empty()) {
       sim::AnyTrace t = sim::read_trace(c.workload);
       if (t.kind != "workload") throw InputError(c.workload + ": not a workload trace");
-      given = std::move(t.workload.arrivals);
-      // Without a scenario file, the workload runs on the configuration its header embeds
-      // (for an imported SGLang dump: the deployment the dump recorded).
-      if (c.scenario.empty()) {
-        s = t.workload.scenario;
-        if (c.full_every > 0) s.check.full_every = c.full_every;
-        if (c.no_faults) s.faults.enabled = false;
-        if (c.no_content) s.check.content = false;
+      // The trace's own scenario is the one it runs under; a scenario file must agree.
+      if (!c.scenario.empty()) {
+        const std::string diff =
+            first_difference(sim::to_json(s), sim::to_json(t.workload.scenario));
+        if (!diff.empty()) {
+          throw InputError("--workload " + c.workload + ": its embedded scenario differs from " +
+                           c.scenario + " in field " + diff +
+                           "; drop the scenario argument to run the trace's own");
+        }
       }
+      // (For an imported SGLang dump: the deployment the dump recorded.)
+      s = t.workload.scenario;
+      if (c.seed == 0) first_seed = t.workload.seed;
+      given = std::move(t.workload.arrivals);
     }
-    const uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
     const bool fidelity = sim::has_reported(given);
+    if (c.full_every > 0) s.check.full_every = c.full_every;
+    if (c.no_faults) s.faults.enabled = false;
+    if (c.no_content) s.check.content = false;
+    constexpr uint64_t kMaxSeed = INT64_MAX;  // what a trace header can hold
+    if (first_seed > kMaxSeed) {
+      throw InputError("--seed: " + std::to_string(first_seed) + " is out of range [0, " +
+                       std::to_string(kMaxSeed) + "]");
+    }
+    if (c.seeds - 1 > kMaxSeed - first_seed) {
+      throw InputError("--seeds: " + std::to_string(c.seeds) + " seeds from --seed " +
+                       std::to_string(first_seed) + " run past the largest seed " +
+                       std::to_string(kMaxSeed));
+    }
     if (!c.record.empty() && c.seeds != 1) {
       throw InputError("--record: records one run; drop --seeds or set it to 1");
     }
-    const bool show_progress = c.progress && c.seeds > 1 && !c.json && isatty(STDERR_FILENO);
+    sim::check_memory(s, given.empty(), limit, scenario_source(s));
+    check_writable(c.record, "--record");
+    const std::string trace_dir = c.failure_trace.empty() ? std::string(".") : c.failure_trace;
+    check_folder(trace_dir, "--trace-dir");
+    // With the op trace on standard output, the summaries go to standard error.
+    FILE* report = c.record == "-" ? stderr : stdout;
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    const bool show_progress = c.progress && c.seeds > 1 && !c.json && tty;
     uint64_t failures = 0;
+    uint64_t vacuous = 0;
     uint64_t tried = 0;
     int64_t total_ops = 0;
     nlohmann::json first_failure;  // null until a seed fails
-    // Wall time bounds the sweep (a CLI concern); the simulated runs never see it.
+    // Wall time bounds the sweep and paces the progress line (a CLI concern); the simulated
+    // runs never see it.
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
+    probes::Snapshot probe_total;  // code probes reached over the sweep
     for (uint64_t i = 0; i < c.seeds; ++i) {
       if (c.time_budget_s > 0 && elapsed() > c.time_budget_s) break;
       ++tried;
+      probes::reset();
       const uint64_t seed = first_seed + i;
       std::vector<sim::Op> ops;
+      std::vector<sim::OpCheck> checks;
       sim::RunRequest req{.scenario = &s,
                           .seed = seed,
                           .arrivals = given.empty() ? nullptr : &given,
-                          .record = &ops};
+                          .record = &ops,
+                          .checks = &checks};
+      bool progress_shown = false;
+      if (c.seeds == 1 && c.progress && tty) {
+        // A long single run shows it is alive: ops and ticks, every few seconds.
+        req.progress = [&, last = 0.0](int64_t n, int64_t tick) mutable {
+          if (elapsed() - last < 2.0) return;
+          last = elapsed();
+          progress_shown = true;
+          std::fprintf(stderr, "\r%s seed %llu: %lld ops, tick %lld, %.0f s", s.name.c_str(),
+                       static_cast<unsigned long long>(seed), static_cast<long long>(n),
+                       static_cast<long long>(tick), last);
+          std::fflush(stderr);
+        };
+      }
       const sim::RunResult r = sim::run_scenario(req);
+      if (progress_shown) std::fprintf(stderr, "\n");
+      const probes::Snapshot probe_run = probes::snapshot();
+      probes::accumulate(probe_total, probe_run);
       total_ops += r.stats.ops;
+      const bool is_vacuous = !sim::vacuous_reason(s, r).empty();
+      if (is_vacuous) ++vacuous;
       if (!r.ok() && ++failures == 1) {
         first_failure = {{"seed", seed},
                          {"seeds_tried", tried},
@@ -93,31 +228,38 @@ int run_command(const RunCommand& c) {
                          {"wall_s", elapsed()},
                          {"invariant", r.violation->invariant}};
       }
-      if (c.json) {
-        nlohmann::json j = sim::summary_json(s, seed, r);
-        if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
-        std::printf("%s\n", j.dump().c_str());
-      } else if (c.seeds == 1 || !r.ok()) {
-        if (show_progress) std::fprintf(stderr, "\n");
-        std::printf("%s", sim::summary_text(s, seed, r).c_str());
-        if (fidelity && c.seeds == 1) {
-          std::printf("%s", sim::fidelity_text(sim::compare_fidelity(given, r)).c_str());
-        }
-      }
       std::string trace_path = c.record;
       if (!r.ok() && trace_path.empty()) {
-        trace_path = (c.failure_trace.empty() ? std::string(".") : c.failure_trace) + "/kvsim-" +
-                     s.name + "-seed" + std::to_string(seed) + ".trace.jsonl";
+        trace_path = unique_trace_path(trace_dir, s.name, seed, r.event_hash);
       }
       if (!trace_path.empty()) {
         sim::write_op_trace(trace_path, sim::OpTrace{.scenario = s,
                                                      .seed = seed,
                                                      .ops = ops,
                                                      .event_hash = r.event_hash,
-                                                     .violation = r.violation});
-        if (!c.json) {
-          std::printf("  op trace: %s (replay: kvsim replay %s)\n", trace_path.c_str(),
-                      trace_path.c_str());
+                                                     .violation = r.violation,
+                                                     .ticks = r.ticks,
+                                                     .checks = checks});
+      }
+      if (c.json) {
+        nlohmann::json j = sim::summary_json(s, seed, r);
+        if (!trace_path.empty()) j["trace"] = trace_path;
+        nlohmann::json hit = nlohmann::json::object();
+        for (const probes::Count& p : probe_run) {
+          if (p.count > 0) hit[std::string(p.name)] = p.count;
+        }
+        j["probes_hit"] = std::move(hit);
+        if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
+        std::fprintf(report, "%s\n", j.dump().c_str());
+      } else if (c.seeds == 1 || !r.ok()) {
+        if (show_progress) std::fprintf(stderr, "\n");
+        std::fprintf(report, "%s", sim::summary_text(s, seed, r).c_str());
+        if (fidelity && c.seeds == 1) {
+          std::fprintf(report, "%s", sim::fidelity_text(sim::compare_fidelity(given, r)).c_str());
+        }
+        if (!trace_path.empty()) {
+          std::fprintf(report, "  op trace: %s (replay: kvsim replay %s)\n", trace_path.c_str(),
+                       trace_path.c_str());
         }
       }
       if (show_progress) progress(i + 1, c.seeds, failures);
@@ -127,23 +269,31 @@ int run_command(const RunCommand& c) {
       }
     }
     if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
-      nlohmann::json summary = {{"scenario", s.name},
-                                {"seeds_tried", tried},
-                                {"ops", total_ops},
-                                {"failures", failures},
-                                {"wall_s", elapsed()}};
+      nlohmann::json summary = {{"scenario", s.name}, {"seeds_tried", tried},
+                                {"ops", total_ops},   {"failures", failures},
+                                {"vacuous", vacuous}, {"wall_s", elapsed()}};
       summary["first_failure"] = first_failure;
       const nlohmann::json hunt = {{"hunt", summary}};
-      std::printf("%s\n", hunt.dump().c_str());
+      std::fprintf(report, "%s\n", hunt.dump().c_str());
     }
     if (c.seeds > 1 && !c.json) {
-      std::printf("%s: %llu seeds from %llu: %llu ok, %llu with violations\n", s.name.c_str(),
-                  static_cast<unsigned long long>(tried),
-                  static_cast<unsigned long long>(first_seed),
-                  static_cast<unsigned long long>(tried - failures),
-                  static_cast<unsigned long long>(failures));
+      std::fprintf(
+          report, "%s: %llu seeds from %llu: %llu ok, %llu with violations%s\n", s.name.c_str(),
+          static_cast<unsigned long long>(tried), static_cast<unsigned long long>(first_seed),
+          static_cast<unsigned long long>(tried - failures),
+          static_cast<unsigned long long>(failures),
+          vacuous == 0
+              ? ""
+              : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
     }
-    return failures == 0 ? 0 : 1;
+    if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
+    if (c.json) {
+      std::fprintf(report, "%s\n", probe_report_json(probe_total, tried).dump().c_str());
+    } else {
+      std::fprintf(report, "%s", probe_report_text(probe_total, tried).c_str());
+    }
+    if (failures > 0) return kExitViolation;
+    return tried > 0 && vacuous == tried ? kExitVacuous : kExitOk;
   } catch (const InputError& e) {
     return input_error(e);
   }
@@ -151,51 +301,94 @@ int run_command(const RunCommand& c) {
 
 int replay_command(const ReplayCommand& c) {
   try {
-    sim::AnyTrace t = sim::read_trace(c.trace);
-    sim::RunResult r;
-    const sim::Scenario* s = nullptr;
-    uint64_t seed = 0;
-    if (t.kind == "workload") {
-      s = &t.workload.scenario;
-      seed = t.workload.seed;
-      r = sim::run_scenario(
-          sim::RunRequest{.scenario = s, .seed = seed, .arrivals = &t.workload.arrivals});
-    } else {
-      s = &t.ops.scenario;
-      seed = t.ops.seed;
-      r = sim::replay_ops(t.ops);
+    // Calls recorded by the Python module (sim/call_trace.h).
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_replay_command(c.trace, c.json, c.expect_clean);
     }
-    const bool fidelity = t.kind == "workload" && sim::has_reported(t.workload.arrivals);
-    if (c.json) {
-      nlohmann::json j = sim::summary_json(*s, seed, r);
-      if (t.kind == "ops" && t.ops.event_hash) {
-        j["recorded_event_hash"] = sim::hex64(*t.ops.event_hash);
+    const uint64_t limit = memory_limit(c.memory_limit);
+    sim::AnyTrace t = sim::read_trace(c.trace);
+    if (t.kind == "workload") {
+      const sim::Scenario& s = t.workload.scenario;
+      sim::check_memory(s, false, limit, c.trace + ":1 (scenario)");
+      const sim::RunResult r = sim::run_scenario(sim::RunRequest{
+          .scenario = &s, .seed = t.workload.seed, .arrivals = &t.workload.arrivals});
+      const bool fidelity = sim::has_reported(t.workload.arrivals);
+      if (c.json) {
+        nlohmann::json j = sim::summary_json(s, t.workload.seed, r);
+        if (fidelity) {
+          j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(t.workload.arrivals, r));
+        }
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%s", sim::summary_text(s, t.workload.seed, r).c_str());
+        if (fidelity) {
+          std::printf("%s",
+                      sim::fidelity_text(sim::compare_fidelity(t.workload.arrivals, r)).c_str());
+        }
       }
-      if (fidelity)
-        j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(t.workload.arrivals, r));
+      if (!r.ok()) return kExitViolation;
+      if (c.expect_clean) return kExitOk;
+      return sim::vacuous_reason(s, r).empty() ? kExitOk : kExitVacuous;
+    }
+    const sim::OpTrace& trace = t.ops;
+    const sim::Scenario& s = trace.scenario;
+    sim::check_trace_memory(trace, limit, c.trace + ":1");
+    // Version 1 traces may hold ops that do not apply (shrinking kept them): they are
+    // reported, not errors. From version 2 every op must apply and match its recording.
+    const bool strict = trace.version >= 2;
+    const sim::ReplayReport rep = sim::replay_trace(trace, {.stop_at_problem = strict});
+    const sim::RunResult& r = rep.result;
+    const std::string end_at = c.trace + ":" + std::to_string(trace.end_line);
+    // The first disagreement with the recording, as "<where>: <what>" (empty: none).
+    std::string differs;
+    bool bad_op = false;  // an op that cannot apply in a trace without a hash chain
+    if (rep.problem && strict) {
+      differs = sim::describe(trace, *rep.problem);
+      bad_op = rep.problem->rejected && !rep.problem->expected;
+    } else if (trace.declared_ops >= 0 &&
+               trace.declared_ops != static_cast<int64_t>(trace.ops.size())) {
+      differs = end_at + ": end: the end record says " + std::to_string(trace.declared_ops) +
+                " ops but the trace holds " + std::to_string(trace.ops.size());
+    } else if (trace.event_hash && *trace.event_hash != r.event_hash) {
+      differs = end_at + ": end: event hash " + sim::hex64(r.event_hash) +
+                " differs from the recorded " + sim::hex64(*trace.event_hash);
+    } else if (trace.violation.has_value() != r.violation.has_value() ||
+               (r.violation && r.violation->invariant != trace.violation->invariant)) {
+      differs = end_at + ": end: the recording " +
+                (trace.violation ? "failed with " + trace.violation->invariant
+                                 : std::string("was clean")) +
+                ", the replay " +
+                (r.violation ? "fails with " + r.violation->invariant : std::string("is clean"));
+    } else if (trace.ticks && *trace.ticks != r.ticks) {
+      differs = end_at + ": end: the recording ends at tick " + std::to_string(*trace.ticks) +
+                ", the replay at tick " + std::to_string(r.ticks);
+    }
+    if (bad_op) {
+      std::fprintf(stderr, "kvsim: %s\n", differs.c_str());
+      return kExitInput;
+    }
+    if (!differs.empty() && !c.expect_clean) std::fprintf(stderr, "kvsim: %s\n", differs.c_str());
+    if (rep.rejected > 0 && !strict && !c.json) {
+      std::fprintf(stderr, "kvsim: note: %lld ops of this version 1 trace do not apply (%s)\n",
+                   static_cast<long long>(rep.rejected),
+                   rep.problem ? sim::describe(trace, *rep.problem).c_str() : "");
+    }
+    if (c.json) {
+      nlohmann::json j = sim::summary_json(s, trace.seed, r);
+      if (trace.event_hash) j["recorded_event_hash"] = sim::hex64(*trace.event_hash);
+      j["matches"] = differs.empty();
+      if (!differs.empty()) j["differs"] = differs;
+      if (rep.problem) j["first_problem"] = sim::problem_json(trace, *rep.problem);
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%s", sim::summary_text(*s, seed, r).c_str());
-      if (fidelity) {
-        std::printf("%s",
-                    sim::fidelity_text(sim::compare_fidelity(t.workload.arrivals, r)).c_str());
-      }
+      std::printf("%s", sim::summary_text(s, trace.seed, r).c_str());
+      std::printf(
+          "  replay %s the recording (%s)\n", differs.empty() ? "matches" : "DIFFERS FROM",
+          trace.violation ? ("violation " + trace.violation->invariant).c_str() : "clean run");
     }
-    if (c.expect_clean) return r.ok() ? 0 : 1;
-    if (t.kind == "ops") {
-      const bool same_hash = !t.ops.event_hash || *t.ops.event_hash == r.event_hash;
-      const bool same_violation =
-          t.ops.violation.has_value() == r.violation.has_value() &&
-          (!r.violation || r.violation->invariant == t.ops.violation->invariant);
-      if (!c.json) {
-        std::printf(
-            "  replay %s the recording (%s)\n",
-            same_hash && same_violation ? "matches" : "DIFFERS FROM",
-            t.ops.violation ? ("violation " + t.ops.violation->invariant).c_str() : "clean run");
-      }
-      if (!same_hash || !same_violation) return 3;
-    }
-    return r.ok() ? 0 : 1;
+    if (c.expect_clean) return r.ok() ? kExitOk : kExitViolation;
+    if (!differs.empty()) return kExitDiffers;
+    return r.ok() ? kExitOk : kExitViolation;
   } catch (const InputError& e) {
     return input_error(e);
   }
@@ -203,13 +396,21 @@ int replay_command(const ReplayCommand& c) {
 
 int gen_command(const GenCommand& c) {
   try {
+    const uint64_t limit = memory_limit(c.memory_limit);
     sim::Scenario s = scenario_or_default(c.scenario);
     const uint64_t seed = c.seed != 0 ? c.seed : s.seed;
+    if (seed > static_cast<uint64_t>(INT64_MAX)) {
+      throw InputError("--seed: " + std::to_string(seed) + " is out of range [0, " +
+                       std::to_string(INT64_MAX) + "]");
+    }
+    sim::check_memory(s, true, limit, scenario_source(s));
+    check_writable(c.out, "--out");
     sim::WorkloadTrace t{.scenario = s, .seed = seed, .arrivals = sim::generate_workload(s, seed)};
     sim::write_workload_trace(c.out, t);
-    std::printf("%s: %zu arrivals of scenario %s, seed %llu\n", c.out.c_str(), t.arrivals.size(),
-                s.name.c_str(), static_cast<unsigned long long>(seed));
-    return 0;
+    std::fprintf(c.out == "-" ? stderr : stdout, "%s: %zu arrivals of scenario %s, seed %llu\n",
+                 c.out.c_str(), t.arrivals.size(), s.name.c_str(),
+                 static_cast<unsigned long long>(seed));
+    return kExitOk;
   } catch (const InputError& e) {
     return input_error(e);
   }
@@ -217,7 +418,9 @@ int gen_command(const GenCommand& c) {
 
 int import_mooncake_command(const ImportMooncakeCommand& c) {
   try {
+    const uint64_t limit = memory_limit(c.memory_limit);
     sim::Scenario s;
+    std::string source;
     if (c.scenario.empty()) {
       s = sim::default_scenario();
       s.name = "mooncake";
@@ -227,18 +430,31 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
       s.cache.item_bytes = 8;
       s.cache.device_tokens = c.block_tokens * 20000;
       s.cache.host_tokens = c.block_tokens * 40000;
+      source = "the default import scenario for --block-tokens " + std::to_string(c.block_tokens);
     } else {
       s = sim::load_scenario(c.scenario);
+      source = c.scenario;
     }
+    s.workload.kind = sim::WorkloadKind::kUniform;  // the trace carries the arrivals itself
+    s.workload.trace_path.clear();
+    // Everything is checked before anything big is allocated or written.
+    check_writable(c.out, "--out");
+    const std::vector<sim::MooncakeRecord> records =
+        sim::read_mooncake(c.in, c.block_tokens, c.limit);
+    s.workload.requests = static_cast<int64_t>(records.size());
+    sim::check_memory(s, false, limit, source);
+    uint64_t tokens = 0;
+    for (const sim::MooncakeRecord& rec : records)
+      tokens += static_cast<uint64_t>(rec.input_length) + static_cast<uint64_t>(c.block_tokens);
+    // A token costs 4 bytes in the prompt and some 40 more as JSON on its way to the file.
+    sim::check_token_memory(tokens, 48, limit, c.in, "input_length");
     std::vector<sim::Arrival> arrivals =
         sim::import_mooncake(c.in, c.block_tokens, c.ms_per_tick, c.limit);
-    s.workload.kind = sim::WorkloadKind::kUniform;  // the trace carries the arrivals itself
-    s.workload.requests = static_cast<int64_t>(arrivals.size());
     sim::write_workload_trace(
         c.out, sim::WorkloadTrace{.scenario = s, .seed = s.seed, .arrivals = std::move(arrivals)});
-    std::printf("%s: %lld requests imported from %s\n", c.out.c_str(),
-                static_cast<long long>(s.workload.requests), c.in.c_str());
-    return 0;
+    std::fprintf(c.out == "-" ? stderr : stdout, "%s: %lld requests imported from %s\n",
+                 c.out.c_str(), static_cast<long long>(s.workload.requests), c.in.c_str());
+    return kExitOk;
   } catch (const InputError& e) {
     return input_error(e);
   }
@@ -246,32 +462,41 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
 
 int shrink_command(const ShrinkCommand& c) {
   try {
+    if (sim::is_call_trace(c.trace)) {
+      return sim::call_shrink_command(c.trace, c.out, c.max_replays, c.json);
+    }
+    const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
+    sim::check_trace_memory(t.ops, limit, c.trace + ":1");
+    check_writable(c.out, "--out");
     const sim::ShrinkResult r = sim::shrink_trace(t.ops, {.max_replays = c.max_replays});
     if (!r.reproduced) {
       std::fprintf(stderr, "kvsim: %s: the trace does not fail when replayed; nothing to shrink\n",
                    c.trace.c_str());
-      return 1;
+      return kExitViolation;
     }
     sim::write_op_trace(c.out, r.trace);
+    FILE* report = c.out == "-" ? stderr : stdout;
     if (c.json) {
-      std::printf("%s\n", nlohmann::json{{"original_ops", r.original_ops},
-                                         {"shrunk_ops", r.trace.ops.size()},
-                                         {"replays", r.replays},
-                                         {"invariant", r.trace.violation->invariant},
-                                         {"detail", r.trace.violation->detail},
-                                         {"out", c.out}}
-                              .dump()
-                              .c_str());
+      std::fprintf(report, "%s\n",
+                   nlohmann::json{{"original_ops", r.original_ops},
+                                  {"shrunk_ops", r.trace.ops.size()},
+                                  {"replays", r.replays},
+                                  {"invariant", r.trace.violation->invariant},
+                                  {"detail", r.trace.violation->detail},
+                                  {"out", c.out}}
+                       .dump()
+                       .c_str());
     } else {
-      std::printf(
-          "shrunk %zu ops to %zu in %zu replays; still fails with %s: %s\n"
-          "written to %s (replay: kvsim replay %s)\n",
-          r.original_ops, r.trace.ops.size(), r.replays, r.trace.violation->invariant.c_str(),
-          r.trace.violation->detail.c_str(), c.out.c_str(), c.out.c_str());
+      std::fprintf(report,
+                   "shrunk %zu ops to %zu in %zu replays; still fails with %s: %s\n"
+                   "written to %s (replay: kvsim replay %s)\n",
+                   r.original_ops, r.trace.ops.size(), r.replays,
+                   r.trace.violation->invariant.c_str(), r.trace.violation->detail.c_str(),
+                   c.out.c_str(), c.out.c_str());
     }
-    return 0;
+    return kExitOk;
   } catch (const InputError& e) {
     return input_error(e);
   }

@@ -1,13 +1,21 @@
 // The kvsim subcommands, free of CLI11 (which main.cpp alone includes): each takes its parsed
-// options and returns the process exit code. Bad input is reported on stderr as
-// "kvsim: <file>:<line>: field <name>: <problem>" with exit code 2; a run that finds a
-// violation exits 1.
+// options and returns the process exit code (kExit*, listed in `kvsim --help` and docs/cli.md).
+// Bad input is reported on stderr as "kvsim: <file>:<line>: field <name>: <problem>".
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace kvsim::tools {
+
+inline constexpr int kExitOk = 0;          // clean, and something was checked
+inline constexpr int kExitViolation = 1;   // a run or replay found a violation
+inline constexpr int kExitInput = 2;       // bad input: a file, a flag, a resource limit
+inline constexpr int kExitDiffers = 3;     // a replay does not reproduce its recording
+inline constexpr int kExitVacuous = 4;     // clean, but no request finished / nothing checked
+inline constexpr int kExitOutOfMemory = 5;  // memory ran out despite the up-front estimate
+// The table `kvsim --help` prints (docs/cli.md has the same).
+const char* exit_code_help();
 
 struct RunCommand {
   std::string scenario;  // "" = the built-in default
@@ -24,12 +32,14 @@ struct RunCommand {
   bool stop_at_first = false;  // stop the sweep at the first failing seed
   uint64_t max_failures = 0;   // stop the sweep after this many failing seeds (0 = never)
   double time_budget_s = 0;    // stop the sweep after this much wall time (0 = none)
+  std::string memory_limit;    // "" = half the physical memory
 };
 
 struct ReplayCommand {
   std::string trace;
   bool json = false;
   bool expect_clean = false;  // exit 0 iff the replay finds no violation (regression traces)
+  std::string memory_limit;
 };
 
 struct ShrinkCommand {
@@ -37,12 +47,14 @@ struct ShrinkCommand {
   std::string out;
   uint64_t max_replays = 20000;
   bool json = false;
+  std::string memory_limit;
 };
 
 struct GenCommand {
   std::string scenario;
   uint64_t seed = 0;
   std::string out;
+  std::string memory_limit;
 };
 
 struct ImportMooncakeCommand {
@@ -52,6 +64,7 @@ struct ImportMooncakeCommand {
   int64_t block_tokens = 512;
   double ms_per_tick = 1.0;
   int64_t limit = 0;
+  std::string memory_limit;
 };
 
 int run_command(const RunCommand& c);

@@ -2,14 +2,60 @@
 // are in commands.cpp. `kvsim run` alone runs the built-in default scenario.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
 #include "tools/kvsim/cmd_hunt.h"
 #include "tools/kvsim/cmd_import_sglang.h"
+#include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
+#include "tools/kvsim/probe_report.h"
+
+namespace {
+
+// Integer flags: "-1" must not wrap to 2^64 - 1 in an unsigned option.
+const CLI::Validator kNotNegative(
+    [](std::string& s) { return s.starts_with('-') ? std::string("must not be negative") : ""; },
+    "NOT NEGATIVE");
+// Number flags: NaN and infinities are not numbers a run can use.
+const CLI::Validator kFinite(
+    [](std::string& s) {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (end == s.c_str() || *end != '\0') return std::string("is not a number");
+      return std::isfinite(v) ? std::string() : std::string("must be a finite number");
+    },
+    "FINITE");
+
+// No std::bad_alloc reaches the user as an abort: it is an out-of-memory exit.
+template <typename C>
+int run_guarded(int (*command)(const C&), const C& options) {
+  try {
+    return command(options);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "kvsim: out of memory (the configuration needs more than the machine gives; "
+                 "lower the pools or the workload, or set --memory-limit lower to be told up "
+                 "front)\n");
+    return kvsim::tools::kExitOutOfMemory;
+  } catch (const std::length_error& e) {
+    std::fprintf(stderr, "kvsim: out of memory (%s)\n", e.what());
+    return kvsim::tools::kExitOutOfMemory;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace kvsim::tools;
   CLI::App app{"kvsim: a hierarchical KV-cache core and its deterministic simulation harness"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kvsim ") + KVSIM_VERSION);
+  app.footer(exit_code_help());
 
   RunCommand run;
   CLI::App* run_cmd = app.add_subcommand(
@@ -17,18 +63,24 @@ int main(int argc, char** argv) {
       "Run a scenario (default: the built-in one) through the real core under the scheduler "
       "model, checking every invariant after every op; print a summary and the event hash");
   run_cmd->add_option("scenario", run.scenario, "Scenario file (scenarios/*.json)");
-  run_cmd->add_option("--seed", run.seed, "First seed (default: the scenario's)");
+  run_cmd->add_option("--seed", run.seed, "First seed (default: the scenario's)")
+      ->check(kNotNegative);
   run_cmd->add_option("--seeds", run.seeds, "Sweep this many consecutive seeds")
+      ->check(kNotNegative)
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}))
       ->capture_default_str();
   run_cmd->add_flag("--json", run.json, "One JSON summary per seed");
-  run_cmd->add_option("--record", run.record, "Write the op trace of the run to this file");
+  run_cmd->add_option("--record", run.record,
+                      "Write the op trace of the run to this file (- : standard output)");
   run_cmd->add_option("--trace-dir", run.failure_trace,
                       "Folder for the op traces of failing runs (default: .)");
-  run_cmd->add_option("--workload", run.workload, "Run on the arrivals of a workload trace");
+  run_cmd->add_option("--workload", run.workload,
+                      "Run a workload trace: its arrivals under its embedded scenario (a "
+                      "scenario argument must agree with it)");
   run_cmd
       ->add_option("--full-every", run.full_every,
                    "Full sanity_check every N ops (default: the scenario's)")
+      ->check(kNotNegative)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   run_cmd->add_flag("--no-faults", run.no_faults, "Disable fault injection");
   run_cmd->add_flag("--no-content", run.no_content,
@@ -43,7 +95,12 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--time-budget", run.time_budget_s,
                    "Stop a sweep after this many seconds of wall time")
+      ->check(kFinite)
       ->check(CLI::NonNegativeNumber);
+  const char* kMemoryHelp =
+      "Refuse up front a configuration that needs more memory than this (bytes, or with K, M, "
+      "G, T; default: half the physical memory)";
+  run_cmd->add_option("--memory-limit", run.memory_limit, kMemoryHelp);
 
   ReplayCommand replay;
   CLI::App* replay_cmd =
@@ -54,6 +111,7 @@ int main(int argc, char** argv) {
   replay_cmd->add_flag("--json", replay.json, "JSON summary");
   replay_cmd->add_flag("--expect-clean", replay.expect_clean,
                        "Exit 0 only if the replay finds no violation (regression traces)");
+  replay_cmd->add_option("--memory-limit", replay.memory_limit, kMemoryHelp);
 
   ShrinkCommand shrink;
   CLI::App* shrink_cmd = app.add_subcommand(
@@ -64,13 +122,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}))
       ->capture_default_str();
   shrink_cmd->add_flag("--json", shrink.json, "JSON summary");
+  shrink_cmd->add_option("--memory-limit", shrink.memory_limit, kMemoryHelp);
 
   GenCommand gen;
   CLI::App* gen_cmd =
       app.add_subcommand("gen", "Generate a scenario's workload for a seed as a workload trace");
   gen_cmd->add_option("scenario", gen.scenario, "Scenario file (default: the built-in one)");
-  gen_cmd->add_option("--seed", gen.seed, "Seed (default: the scenario's)");
-  gen_cmd->add_option("-o,--out", gen.out, "Output file")->required();
+  gen_cmd->add_option("--seed", gen.seed, "Seed (default: the scenario's)")->check(kNotNegative);
+  gen_cmd->add_option("-o,--out", gen.out, "Output file (- : standard output)")->required();
+  gen_cmd->add_option("--memory-limit", gen.memory_limit, kMemoryHelp);
 
   ImportMooncakeCommand imp;
   CLI::App* imp_cmd =
@@ -84,10 +144,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   imp_cmd->add_option("--ms-per-tick", imp.ms_per_tick, "Timestamp milliseconds per tick")
+      ->check(kFinite)
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   imp_cmd->add_option("--limit", imp.limit, "Import only the first N requests (0 = all)")
+      ->check(kNotNegative)
       ->check(CLI::NonNegativeNumber);
+  imp_cmd->add_option("--memory-limit", imp.memory_limit, kMemoryHelp);
+
+  ProbesCommand probes_opts;
+  CLI::App* probes_cmd = app.add_subcommand(
+      "probes",
+      "List the code probes of the core (core/common/probe_list.h); docs/probes.md is "
+      "`kvsim probes --markdown`");
+  probes_cmd->add_flag("--markdown", probes_opts.markdown, "Print docs/probes.md");
+  probes_cmd->add_flag("--json", probes_opts.json, "Print the list as JSON");
 
   HuntCommand hunt;
   CLI::App* hunt_cmd = app.add_subcommand(
@@ -122,13 +193,57 @@ int main(int argc, char** argv) {
   sglang_cmd->prefix_command();
   sglang_cmd->set_help_flag();
 
+  SglangReplayCommand sgl;
+  CLI::App* sgl_cmd = app.add_subcommand(
+      "sglang-replay",
+      "Replay a Mooncake trace as SGLang's RadixCache op stream (match, lock, evict the "
+      "shortfall, insert, unlock) on the core; print hit rate and ops/s, optionally the "
+      "per-request CSV of the SGLang oracle or a row-by-row comparison with one");
+  sgl_cmd->add_option("trace", sgl.trace, "Mooncake JSONL file")->required();
+  sgl_cmd->add_option("--page-size", sgl.page_size, "Tokens per page")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sgl_cmd->add_option("--capacity-tokens", sgl.capacity_tokens, "KV slots (<= 0: unlimited)")
+      ->capture_default_str();
+  sgl_cmd->add_option("--tail", sgl.tail, "Partial last block: unique or hash")
+      ->capture_default_str();
+  sgl_cmd->add_flag("--with-output", sgl.with_output, "Insert input + output tokens");
+  sgl_cmd->add_flag("--server-match-limit", sgl.server_match_limit,
+                    "Match at most input_len - 1 tokens");
+  sgl_cmd->add_option("--limit", sgl.limit, "First N requests only (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  sgl_cmd->add_option("--repeat", sgl.repeat, "Fresh replays in this process (first = fresh)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+      ->capture_default_str();
+  sgl_cmd->add_option("--per-request-out", sgl.per_request_out, "Write the per-request CSV");
+  sgl_cmd->add_option("--compare", sgl.compare,
+                      "Compare every request with this oracle CSV (exit 1 on any difference)");
+  sgl_cmd->add_flag("--json", sgl.json, "One JSON summary");
+
+  // A first word that is neither a flag nor a subcommand is named (CLI11 would only say that
+  // a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known |= sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "kvsim: unknown subcommand \"%s\" (one of: %s; see kvsim --help)\n",
+                   argv[1], names.c_str());
+      return static_cast<int>(CLI::ExitCodes::ExtrasError);
+    }
+  }
   CLI11_PARSE(app, argc, argv);
   if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
-  if (hunt_cmd->parsed()) return hunt_command(hunt);
-  if (run_cmd->parsed()) return run_command(run);
-  if (replay_cmd->parsed()) return replay_command(replay);
-  if (gen_cmd->parsed()) return gen_command(gen);
-  if (shrink_cmd->parsed()) return shrink_command(shrink);
-  if (imp_cmd->parsed()) return import_mooncake_command(imp);
-  return 2;
+  if (hunt_cmd->parsed()) return run_guarded(hunt_command, hunt);
+  if (sgl_cmd->parsed()) return run_guarded(sglang_replay_command, sgl);
+  if (run_cmd->parsed()) return run_guarded(run_command, run);
+  if (replay_cmd->parsed()) return run_guarded(replay_command, replay);
+  if (gen_cmd->parsed()) return run_guarded(gen_command, gen);
+  if (shrink_cmd->parsed()) return run_guarded(shrink_command, shrink);
+  if (imp_cmd->parsed()) return run_guarded(import_mooncake_command, imp);
+  if (probes_cmd->parsed()) return run_guarded(probes_command, probes_opts);
+  return kExitInput;
 }

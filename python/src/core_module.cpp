@@ -1,0 +1,708 @@
+// kvsim._core: the Python binding of kvsim's radix tree (pybind11).
+//
+// What it binds, as the core has it: RadixTree (match_prefix / insert / lock / unlock, the
+// device-victim order, sizes, sanity_check) with the slots owned by the caller, the way SGLang's
+// RadixCache holds indices into a token_to_kv_pool allocator it does not own. evict() is the
+// loop HiCache runs for a device-only tree (next_device_victim + remove_device_leaf), returning
+// the freed slots for the caller's allocator.
+//
+// Rules of the binding (docs/sglang.md, "The Python module"):
+//  - index arrays cross without copies where the core allows it: a match or an evict hands the
+//    core's freshly built index vector to numpy (the array owns it through a capsule); int32
+//    token buffers are read in place; int64 tokens are range-checked into kvsim's 32-bit Token;
+//  - calls that do real work release the GIL; one mutex per tree serialises threads;
+//  - a bad argument raises ValueError / TypeError before the core sees it; a violated core
+//    assertion raises kvsim.CoreAssertionError with the core's message, and that tree is
+//    poisoned: every later call raises kvsim.PoisonedError (its state is not trusted any more);
+//  - a call recorder (python/src/recorder.*) sees every call when recording is on.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "core/common/sanity.h"
+#include "core/tree/eviction_policy.h"
+#include "core/tree/radix_tree.h"
+#include "python/src/recorder.h"
+#include "sim/call_trace.h"
+
+namespace py = pybind11;
+
+namespace kvsim::python {
+namespace {
+
+// Raised (as kvsim.CoreAssertionError) when a core KV_ASSERT fails inside a call.
+struct CoreAssertion : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// Raised (as kvsim.PoisonedError) by every call on a tree whose earlier call failed an assertion.
+struct Poisoned : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Calls with at least this many tokens (or any evict) run without the GIL.
+constexpr size_t kReleaseGilTokens = 2048;
+
+// An int64 array that owns its storage through a capsule: no copy of the core's vector.
+py::array_t<int64_t> to_numpy(std::vector<int64_t>&& v) {
+  auto* owner = new std::vector<int64_t>(std::move(v));
+  py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<int64_t>*>(p); });
+  return py::array_t<int64_t>(static_cast<py::ssize_t>(owner->size()), owner->data(),
+                              free_when_done);
+}
+
+// A read view of a 1-D integer buffer (numpy array, array.array, memoryview, bytes of ints) or
+// a torch CPU tensor (through .numpy(), a view) or a list/tuple of ints (converted).
+class IntBuffer {
+ public:
+  IntBuffer(py::handle obj, const char* what) {
+    if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+      py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+      owned_.reserve(seq.size());
+      for (py::handle item : seq) {
+        if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item)) {
+          throw py::type_error(std::string(what) + ": expected integers, got " +
+                               std::string(py::str(item.get_type().attr("__name__"))));
+        }
+        owned_.push_back(item.cast<int64_t>());
+      }
+      data64_ = owned_.data();
+      size_ = owned_.size();
+      return;
+    }
+    py::object src = py::reinterpret_borrow<py::object>(obj);
+    if (!PyObject_CheckBuffer(src.ptr())) {
+      if (py::hasattr(src, "numpy") && py::hasattr(src, "dtype")) {
+        src = src.attr("numpy")();  // torch CPU tensor: a numpy view, no copy
+      } else {
+        throw py::type_error(std::string(what) +
+                             ": expected a 1-D integer buffer (numpy, array.array, torch CPU "
+                             "tensor) or a list of ints, got " +
+                             std::string(py::str(obj.get_type().attr("__name__"))));
+      }
+    }
+    keep_ = src;
+    info_ = py::buffer(src).request();
+    if (info_.ndim != 1) {
+      throw py::value_error(std::string(what) + ": expected a 1-D buffer, got " +
+                            std::to_string(info_.ndim) + " dimensions");
+    }
+    size_ = static_cast<size_t>(info_.shape[0]);
+    if (size_ > 1 && info_.strides[0] != info_.itemsize) {
+      throw py::value_error(std::string(what) + ": expected a contiguous buffer");
+    }
+    const std::string& f = info_.format;
+    const char code = f.empty() ? '?' : f.back();  // skip byte-order prefixes like '<' / '='
+    const bool is_signed = code == 'b' || code == 'h' || code == 'i' || code == 'l' || code == 'q';
+    const bool is_unsigned =
+        code == 'B' || code == 'H' || code == 'I' || code == 'L' || code == 'Q';
+    if (!(is_signed || is_unsigned)) {
+      throw py::type_error(std::string(what) + ": expected an integer dtype, got format '" + f +
+                           "'");
+    }
+    if (is_signed && info_.itemsize == 4) {
+      data32_ = static_cast<const int32_t*>(info_.ptr);
+    } else if (is_signed && info_.itemsize == 8) {
+      data64_ = static_cast<const int64_t*>(info_.ptr);
+    } else {
+      // Narrow or unsigned: widen once (rare: SGLang passes int64).
+      owned_.resize(size_);
+      for (size_t i = 0; i < size_; ++i) {
+        const char* p =
+            static_cast<const char*>(info_.ptr) + i * static_cast<size_t>(info_.itemsize);
+        owned_[i] = read_one(p, code, info_.itemsize, what, i);
+      }
+      data64_ = owned_.data();
+    }
+  }
+
+  size_t size() const { return size_; }
+  const int32_t* data32() const { return data32_; }
+  const int64_t* data64() const { return data64_; }
+  int64_t at(size_t i) const { return data32_ != nullptr ? data32_[i] : data64_[i]; }
+
+ private:
+  static int64_t read_one(const char* p, char code, py::ssize_t size, const char* what, size_t i) {
+    switch (size) {
+      case 1:
+        return code == 'B' ? static_cast<int64_t>(*reinterpret_cast<const uint8_t*>(p))
+                           : static_cast<int64_t>(*reinterpret_cast<const int8_t*>(p));
+      case 2:
+        return code == 'H' ? static_cast<int64_t>(*reinterpret_cast<const uint16_t*>(p))
+                           : static_cast<int64_t>(*reinterpret_cast<const int16_t*>(p));
+      case 4:
+        return static_cast<int64_t>(*reinterpret_cast<const uint32_t*>(p));
+      case 8: {
+        const uint64_t u = *reinterpret_cast<const uint64_t*>(p);
+        if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          throw py::value_error(std::string(what) + "[" + std::to_string(i) +
+                                "] = " + std::to_string(u) + " does not fit in int64");
+        }
+        return static_cast<int64_t>(u);
+      }
+      default:
+        throw py::type_error(std::string(what) + ": unsupported item size " + std::to_string(size));
+    }
+  }
+
+  py::object keep_;
+  py::buffer_info info_;
+  std::vector<int64_t> owned_;
+  const int32_t* data32_ = nullptr;
+  const int64_t* data64_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Tokens as the core's 32-bit Token: in place for int32 input, range-checked copy otherwise.
+class Tokens {
+ public:
+  Tokens(py::handle obj, const char* what) : buf_(obj, what) {
+    if (buf_.data32() != nullptr) {
+      span_ = std::span<const Token>(buf_.data32(), buf_.size());
+      return;
+    }
+    // Two vectorisable passes: the range check, then the narrowing copy.
+    const int64_t* src = buf_.data64();
+    const size_t n = buf_.size();
+    int64_t lo = 0;
+    int64_t hi = 0;
+    for (size_t i = 0; i < n; ++i) {
+      lo = std::min(lo, src[i]);
+      hi = std::max(hi, src[i]);
+    }
+    if (lo < std::numeric_limits<Token>::min() || hi > std::numeric_limits<Token>::max()) {
+      for (size_t i = 0; i < n; ++i) {
+        if (src[i] < std::numeric_limits<Token>::min() ||
+            src[i] > std::numeric_limits<Token>::max()) {
+          throw py::value_error(std::string(what) + "[" + std::to_string(i) +
+                                "] = " + std::to_string(src[i]) +
+                                " does not fit in kvsim's 32-bit token id");
+        }
+      }
+    }
+    copy_.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      copy_[i] = static_cast<Token>(src[i]);
+    span_ = copy_;
+  }
+  std::span<const Token> span() const { return span_; }
+  size_t size() const { return span_.size(); }
+
+ private:
+  IntBuffer buf_;
+  std::vector<Token> copy_;
+  std::span<const Token> span_;
+};
+
+struct CallStats {
+  int64_t match_calls = 0;
+  int64_t match_tokens = 0;  // page-aligned tokens asked for
+  int64_t hit_tokens = 0;
+  int64_t insert_calls = 0;
+  int64_t insert_tokens = 0;  // page-aligned tokens inserted
+  int64_t new_tokens = 0;     // of which the tree did not hold
+  int64_t evict_calls = 0;
+  int64_t evict_requested = 0;
+  int64_t evicted_tokens = 0;
+  int64_t evicted_nodes = 0;
+  int64_t lock_calls = 0;
+  int64_t unlock_calls = 0;
+};
+
+// A lock held through the binding: the core's LockRecord, opaque to Python.
+struct PyLock {
+  LockRecord record;
+  NodeId node = 0;
+  int64_t call = -1;  // index of the lock call in the recording, -1 when not recorded
+};
+
+class PyTree;
+// Trees with an open recording, closed at interpreter exit (kvsim/__init__.py's atexit hook).
+std::mutex g_recording_mu;
+std::set<PyTree*> g_recording;
+
+class PyTree {
+ public:
+  PyTree(int32_t page_size, const std::string& policy, py::object record,
+         uint64_t record_max_calls) {
+    if (page_size <= 0) {
+      throw py::value_error("page_size must be positive, got " + std::to_string(page_size));
+    }
+    RadixTreeOptions options;
+    options.page_size = page_size;
+    if (!parse_eviction_policy(policy, &options.eviction_policy)) {
+      throw py::value_error("eviction_policy: unknown policy '" + policy + "' (lru, lfu)");
+    }
+    policy_ = policy;
+    guarded([&] { tree_ = std::make_unique<RadixTree>(options); });
+    std::string target;
+    if (!record.is_none()) {
+      target = py::str(record);
+    } else if (const char* env = std::getenv("KVSIM_RECORD"); env != nullptr && *env != '\0') {
+      target = env;
+    }
+    if (!target.empty()) {
+      if (target.size() < 6 || target.compare(target.size() - 6, 6, ".jsonl") != 0) {
+        static int seq = 0;  // a directory: one file per tree
+        target +=
+            "/kvsim-calls-" + std::to_string(::getpid()) + "-" + std::to_string(seq++) + ".jsonl";
+      }
+      rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
+                                            record_max_calls);
+      std::lock_guard<std::mutex> g(g_recording_mu);
+      g_recording.insert(this);
+    }
+  }
+  ~PyTree() { close_recording(); }
+
+  // Ends the recording with its footer (idempotent).
+  void close_recording() {
+    {
+      std::lock_guard<std::mutex> g(g_recording_mu);
+      g_recording.erase(this);
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    if (rec_ && rec_->active()) {
+      if (poisoned_) {
+        rec_->flush();
+      } else {
+        rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size());
+      }
+    }
+  }
+  void flush_recording() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (rec_) rec_->flush();
+  }
+  std::optional<std::string> recording_path() const {
+    return rec_ ? std::optional<std::string>(rec_->path()) : std::nullopt;
+  }
+  bool recording() const { return rec_ && rec_->active(); }
+
+  int32_t page_size() const { return tree_->page_size(); }
+  const std::string& policy() const { return policy_; }
+  bool poisoned() const { return poisoned_; }
+  const std::string& poison_message() const { return poison_message_; }
+
+  py::tuple match_prefix(py::handle tokens_obj, Namespace ns) {
+    Tokens tokens(tokens_obj, "tokens");
+    MatchResult r;
+    run(tokens.size(), [&] {
+      if (recording()) rec_->begin_match(ns, tokens.span());
+      on_fail_ = sim::CallKind::kMatch;
+      r = tree_->match_prefix(ns, tokens.span());
+      stats_.match_calls += 1;
+      stats_.match_tokens += static_cast<int64_t>(aligned(tokens.size()));
+      stats_.hit_tokens += r.device_hit_length();
+      if (recording()) {
+        const sim::CallOutcome out{r.device_hit_length(), r.last_device_node->id, 0};
+        rec_->finish_call(sim::CallKind::kMatch, &out);
+        rec_->produced(out.node);
+        end_if_bound();
+      }
+    });
+    // r is ours: its index vector moves into the numpy array (IndexVector exposes it const).
+    std::vector<SlotIndex> slots =
+        std::move(const_cast<std::vector<SlotIndex>&>(r.device_indices.slots()));
+    return py::make_tuple(to_numpy(std::move(slots)), r.last_device_node->id);
+  }
+
+  py::tuple insert(py::handle tokens_obj, py::handle value_obj, Namespace ns) {
+    Tokens tokens(tokens_obj, "tokens");
+    IntBuffer value(value_obj, "value");
+    const size_t n = aligned(tokens.size());
+    if (value.size() < n) {
+      throw py::value_error("value has " + std::to_string(value.size()) +
+                            " slots, fewer than the " + std::to_string(n) +
+                            " page-aligned tokens of the key");
+    }
+    std::vector<SlotIndex> slots(n);
+    int64_t lowest = 0;
+    if (value.data64() != nullptr) {
+      std::copy_n(value.data64(), n, slots.begin());
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        slots[i] = value.at(i);
+    }
+    for (size_t i = 0; i < n; ++i)
+      lowest = std::min(lowest, slots[i]);
+    if (lowest < 0) {
+      const auto bad = static_cast<size_t>(
+          std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
+          slots.begin());
+      throw py::value_error("value[" + std::to_string(bad) + "] = " + std::to_string(slots[bad]) +
+                            " is not a slot index");
+    }
+    InsertResult r;
+    run(n, [&] {
+      if (recording()) rec_->begin_insert(ns, tokens.span().first(n), slots);
+      on_fail_ = sim::CallKind::kInsert;
+      r = tree_->insert(ns, tokens.span(), IndexVector(Tier::kDevice, std::move(slots)));
+      stats_.insert_calls += 1;
+      stats_.insert_tokens += static_cast<int64_t>(n);
+      stats_.new_tokens += static_cast<int64_t>(n) - r.prefix_len;
+      if (recording()) {
+        const NodeId node = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
+        const sim::CallOutcome out{r.prefix_len, node, 0};
+        rec_->finish_call(sim::CallKind::kInsert, &out);
+        rec_->produced(node);
+        end_if_bound();
+      }
+    });
+    const NodeId last = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
+    return py::make_tuple(r.prefix_len, last);
+  }
+
+  PyLock lock(NodeId node_id) {
+    PyLock out;
+    run(0, [&] {
+      TreeNode* node = tree_->find(node_id);
+      if (node == nullptr)
+        throw py::value_error("lock: node " + std::to_string(node_id) + " does not exist");
+      if (node->evicted())
+        throw py::value_error("lock: node " + std::to_string(node_id) + " is evicted");
+      if (recording()) {
+        const std::optional<int64_t> ref = rec_->producer_of(node_id);
+        if (ref) {
+          out.call = rec_->next_index();
+          rec_->begin_lock(false, *ref);
+        } else {
+          stop_recording();  // a node no recorded call returned: the trace could not name it
+        }
+      }
+      on_fail_ = sim::CallKind::kLock;
+      out.record = tree_->lock(*node);
+      out.node = node_id;
+      stats_.lock_calls += 1;
+      if (out.call >= 0 && recording()) {
+        const sim::CallOutcome none;
+        rec_->finish_call(sim::CallKind::kLock, &none);
+        end_if_bound();
+      }
+    });
+    return out;
+  }
+
+  void unlock(const PyLock& lock) {
+    run(0, [&] {
+      const bool rec = recording() && lock.call >= 0;
+      if (recording() && !rec) stop_recording();
+      if (rec) rec_->begin_lock(true, lock.call);
+      on_fail_ = sim::CallKind::kUnlock;
+      tree_->unlock(lock.record);
+      stats_.unlock_calls += 1;
+      if (rec && recording()) {
+        const sim::CallOutcome none;
+        rec_->finish_call(sim::CallKind::kUnlock, &none);
+        end_if_bound();
+      }
+    });
+  }
+
+  // Frees at least `tokens` device tokens (whole LRU leaves), as SGLang's RadixCache.evict.
+  // Returns (freed slots, [(node id, tokens)] in eviction order[, [path tokens] if with_paths]).
+  py::tuple evict(int64_t tokens, bool with_paths) {
+    if (tokens < 0)
+      throw py::value_error("evict: num_tokens must be >= 0, got " + std::to_string(tokens));
+    sim::EvictedLeaves ev;
+    run(kReleaseGilTokens, [&] {
+      if (recording()) rec_->begin_evict(tokens);
+      on_fail_ = sim::CallKind::kEvict;
+      ev = sim::evict_device_leaves(*tree_, tokens, with_paths);
+      const auto done = static_cast<int64_t>(ev.slots.size());
+      stats_.evict_calls += 1;
+      stats_.evict_requested += tokens;
+      stats_.evicted_tokens += done;
+      stats_.evicted_nodes += static_cast<int64_t>(ev.nodes.size());
+      if (recording()) {
+        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots)};
+        rec_->finish_call(sim::CallKind::kEvict, &out);
+        for (const auto& [id, n] : ev.nodes)
+          rec_->forget(id);
+        end_if_bound();
+      }
+    });
+    std::vector<SlotIndex>& freed = ev.slots;
+    auto& nodes = ev.nodes;
+    auto& paths = ev.paths;
+    py::list node_list;
+    for (const auto& [id, n] : nodes)
+      node_list.append(py::make_tuple(id, n));
+    if (!with_paths) return py::make_tuple(to_numpy(std::move(freed)), node_list);
+    py::list path_list;
+    for (auto& p : paths) {
+      path_list.append(py::array_t<int32_t>(static_cast<py::ssize_t>(p.size()), p.data()));
+    }
+    return py::make_tuple(to_numpy(std::move(freed)), node_list, path_list);
+  }
+
+  int64_t evictable_size() {
+    return read([&] { return tree_->evictable_size(); });
+  }
+  int64_t protected_size() {
+    return read([&] { return tree_->protected_size(); });
+  }
+  int64_t total_size() {
+    return read([&] { return tree_->evictable_size() + tree_->protected_size(); });
+  }
+  size_t node_count() {
+    return read([&] { return tree_->node_count(); });
+  }
+  NodeId root_id() {
+    return read([&] { return tree_->root()->id; });
+  }
+  bool contains(NodeId id) {
+    return read([&] { return tree_->find(id) != nullptr; });
+  }
+
+  // Node ids, root first, children in key order (deterministic).
+  std::vector<NodeId> node_ids() {
+    return read([&] {
+      std::vector<NodeId> ids;
+      tree_->for_each_node([&](const TreeNode& n) { ids.push_back(n.id); });
+      return ids;
+    });
+  }
+
+  py::dict node_info(NodeId id) {
+    py::dict d;
+    read([&] {
+      const TreeNode& n = node_or_throw(id);
+      d["id"] = n.id;
+      d["parent"] = n.parent != nullptr ? py::cast(n.parent->id) : py::none();
+      d["namespace"] = n.ns;
+      d["tokens"] = n.token_count();
+      d["lock_ref"] = n.full().lock_ref;
+      d["evicted"] = n.evicted();
+      d["last_access"] = n.last_access;
+      d["hit_count"] = n.hit_count;
+      py::list children;
+      for (const auto& [key, child] : n.children)
+        children.append(child->id);
+      d["children"] = children;
+      return 0;
+    });
+    return d;
+  }
+
+  // Copies: a node's storage may be split or freed by the next call, so no view is handed out.
+  py::array_t<int32_t> node_key(NodeId id) {
+    std::vector<Token> key = read([&] { return node_or_throw(id).key; });
+    return py::array_t<int32_t>(static_cast<py::ssize_t>(key.size()), key.data());
+  }
+  py::array_t<int64_t> node_value(NodeId id) {
+    std::vector<SlotIndex> v = read([&] {
+      const TreeNode& n = node_or_throw(id);
+      return n.evicted() ? std::vector<SlotIndex>{} : n.full().value->slots();
+    });
+    return to_numpy(std::move(v));
+  }
+  py::array_t<int32_t> path_tokens(NodeId id) {
+    std::vector<Token> p = read([&] { return RadixTree::prefix_tokens(node_or_throw(id)); });
+    return py::array_t<int32_t>(static_cast<py::ssize_t>(p.size()), p.data());
+  }
+
+  // [(invariant, detail, node or None, slot or None)]; empty when every invariant holds.
+  py::list sanity_check() {
+    SanityReport report;
+    read([&] {
+      tree_->sanity_check(report);
+      return 0;
+    });
+    py::list out;
+    for (const Violation& v : report.violations()) {
+      out.append(py::make_tuple(v.invariant, v.detail, v.node ? py::cast(*v.node) : py::none(),
+                                v.slot ? py::cast(*v.slot) : py::none()));
+    }
+    return out;
+  }
+
+  py::dict stats() {
+    py::dict d;
+    d["match_calls"] = stats_.match_calls;
+    d["match_tokens"] = stats_.match_tokens;
+    d["hit_tokens"] = stats_.hit_tokens;
+    d["insert_calls"] = stats_.insert_calls;
+    d["insert_tokens"] = stats_.insert_tokens;
+    d["new_tokens"] = stats_.new_tokens;
+    d["evict_calls"] = stats_.evict_calls;
+    d["evict_requested"] = stats_.evict_requested;
+    d["evicted_tokens"] = stats_.evicted_tokens;
+    d["evicted_nodes"] = stats_.evicted_nodes;
+    d["lock_calls"] = stats_.lock_calls;
+    d["unlock_calls"] = stats_.unlock_calls;
+    return d;
+  }
+
+ private:
+  size_t aligned(size_t n) const {
+    const auto p = static_cast<size_t>(tree_->page_size());
+    return n / p * p;
+  }
+
+  const TreeNode& node_or_throw(NodeId id) const {
+    const TreeNode* n = tree_->find(id);
+    if (n == nullptr) throw py::value_error("node " + std::to_string(id) + " does not exist");
+    return *n;
+  }
+
+  // Runs f with assertion capture: a failed KV_ASSERT poisons the tree.
+  template <typename F>
+  void guarded(F&& f) {
+    if (poisoned_)
+      throw Poisoned("kvsim tree is poisoned by an earlier core assertion: " + poison_message_);
+    try {
+      f();
+    } catch (const AssertionFailure& e) {
+      poisoned_ = true;
+      poison_message_ = e.what();
+      if (recording() && on_fail_) {
+        rec_->finish_call(*on_fail_, nullptr);
+        rec_->violation(e.what(), tree_->node_count(), tree_->evictable_size(),
+                        tree_->protected_size());
+      }
+      throw CoreAssertion(std::string("core assertion failed: ") + e.what());
+    }
+  }
+
+  // A mutating call: serialised, GIL released when it is worth it.
+  template <typename F>
+  void run(size_t work, F&& f) {
+    if (work >= kReleaseGilTokens) {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> g(mu_);
+      guarded(f);
+    } else {
+      std::lock_guard<std::mutex> g(mu_);
+      guarded(f);
+    }
+  }
+
+  template <typename F>
+  auto read(F&& f) -> decltype(f()) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::optional<decltype(f())> out;
+    guarded([&] { out.emplace(f()); });
+    return std::move(*out);
+  }
+
+  void end_if_bound() {
+    if (rec_->at_bound()) {
+      rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size(),
+                   std::nullopt,
+                   /*truncated=*/true);
+    }
+  }
+  void stop_recording() {
+    rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size(),
+                 std::nullopt,
+                 /*truncated=*/true);
+  }
+
+  std::unique_ptr<RadixTree> tree_;
+  std::unique_ptr<CallRecorder> rec_;
+  std::optional<sim::CallKind> on_fail_;  // the call a failing assertion belongs to
+  std::string policy_;
+  std::mutex mu_;
+  bool poisoned_ = false;
+  std::string poison_message_;
+  CallStats stats_;
+};
+
+}  // namespace
+}  // namespace kvsim::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace kvsim::python;
+  m.doc() = "kvsim's radix-tree core (see docs/sglang.md)";
+  // Core assertions throw inside this process: a violation raises instead of aborting python.
+  kvsim::set_assert_handler(&kvsim::throwing_assert_handler);
+
+  static py::exception<std::runtime_error> base(m, "KvsimError", PyExc_RuntimeError);
+  static py::exception<CoreAssertion> core_assertion(m, "CoreAssertionError", base.ptr());
+  static py::exception<Poisoned> poisoned(m, "PoisonedError", base.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CoreAssertion& e) {
+      PyErr_SetString(core_assertion.ptr(), e.what());
+    } catch (const Poisoned& e) {
+      PyErr_SetString(poisoned.ptr(), e.what());
+    }
+  });
+  m.def(
+      "_close_recordings",
+      [] {
+        std::vector<PyTree*> trees;
+        {
+          std::lock_guard<std::mutex> g(g_recording_mu);
+          trees.assign(g_recording.begin(), g_recording.end());
+        }
+        for (PyTree* t : trees)
+          t->close_recording();
+      },
+      "Ends every open recording (called at interpreter exit)");
+  m.def(
+      "_flush_recordings",
+      [] {
+        std::lock_guard<std::mutex> g(g_recording_mu);
+        for (PyTree* t : g_recording)
+          t->flush_recording();
+      },
+      "Writes every recording's buffered calls to its file");
+  m.attr("TOKEN_MIN") = std::numeric_limits<kvsim::Token>::min();
+  m.attr("TOKEN_MAX") = std::numeric_limits<kvsim::Token>::max();
+
+  py::class_<PyLock>(m, "Lock", "A lock taken by RadixTree.lock; pass it back to unlock.")
+      .def_property_readonly("node", [](const PyLock& l) { return l.node; })
+      .def("__repr__",
+           [](const PyLock& l) { return "<kvsim.Lock node=" + std::to_string(l.node) + ">"; });
+
+  py::class_<PyTree>(m, "RadixTree",
+                     "kvsim's page-aligned radix tree; slots are the caller's (device tier).")
+      .def(py::init<int32_t, const std::string&, py::object, uint64_t>(), py::arg("page_size") = 1,
+           py::arg("eviction_policy") = "lru", py::arg("record") = py::none(),
+           py::arg("record_max_calls") = 0,
+           "record: a directory (one file per tree) or a .jsonl path; None reads KVSIM_RECORD")
+      .def_property_readonly("recording_path", &PyTree::recording_path)
+      .def_property_readonly("recording", &PyTree::recording)
+      .def("close_recording", &PyTree::close_recording)
+      .def("flush_recording", &PyTree::flush_recording)
+      .def_property_readonly("page_size", &PyTree::page_size)
+      .def_property_readonly("eviction_policy", &PyTree::policy)
+      .def_property_readonly("poisoned", &PyTree::poisoned)
+      .def_property_readonly("poison_message", &PyTree::poison_message)
+      .def_property_readonly("root_id", &PyTree::root_id)
+      .def("match_prefix", &PyTree::match_prefix, py::arg("tokens"), py::arg("namespace") = 0,
+           "-> (int64 device indices, last device node id); splits a node where the match ends")
+      .def("insert", &PyTree::insert, py::arg("tokens"), py::arg("value"), py::arg("namespace") = 0,
+           "-> (prefix_len, last node id); the caller frees value[protected:prefix_len]")
+      .def("lock", &PyTree::lock, py::arg("node"))
+      .def("unlock", &PyTree::unlock, py::arg("lock"))
+      .def("evict", &PyTree::evict, py::arg("num_tokens"), py::arg("with_paths") = false)
+      .def("evictable_size", &PyTree::evictable_size)
+      .def("protected_size", &PyTree::protected_size)
+      .def("total_size", &PyTree::total_size)
+      .def("node_count", &PyTree::node_count)
+      .def("node_ids", &PyTree::node_ids)
+      .def("node_info", &PyTree::node_info, py::arg("node"))
+      .def("node_key", &PyTree::node_key, py::arg("node"))
+      .def("node_value", &PyTree::node_value, py::arg("node"))
+      .def("path_tokens", &PyTree::path_tokens, py::arg("node"))
+      .def("__contains__", &PyTree::contains)
+      .def("sanity_check", &PyTree::sanity_check)
+      .def("stats", &PyTree::stats);
+}

@@ -1,0 +1,168 @@
+"""Recording in production: the module writes every call into a kvsim call trace; `kvsim
+replay` replays it bit for bit (same event hash, sizes, node count) and `kvsim shrink` shrinks
+one that ends in a core assertion."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from array import array
+
+import numpy as np
+import pytest
+from sglang.srt.mem_cache import base_prefix_cache as bpc
+from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang_fakes import FakeAllocator
+
+import kvsim
+from kvsim.sglang import KvsimRadixCache
+
+BUILD = os.environ.get("KVSIM_BUILD_DIR")
+KVSIM = os.path.join(BUILD, "tools", "kvsim") if BUILD else None
+needs_cli = pytest.mark.skipif(not KVSIM or not os.path.exists(KVSIM), reason="kvsim CLI not built")
+
+
+def cli(*args):
+    return subprocess.run([KVSIM, *args], capture_output=True, text=True)
+
+
+def footer(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    return json.loads(lines[-1])["end"], len(lines) - 2
+
+
+def scheduler_loop(cache, alloc, rng, steps=400):
+    """A scheduler with requests in flight: match + lock, allocate (evicting the shortfall),
+    insert, free duplicates, unlock later; a few namespaces, small vocabulary."""
+    inflight = []
+    for _ in range(steps):
+        if inflight and (rng.random() < 0.4 or len(inflight) > 6):
+            node, tokens, ns, matched = inflight.pop(rng.randrange(len(inflight)))
+            P = cache.page_size
+            aligned = len(tokens) // P * P
+            need = aligned - len(matched)
+            if alloc.available_size() < need:
+                cache.evict(bpc.EvictParams(num_tokens=need - alloc.available_size()))
+            if alloc.available_size() >= need:
+                new = alloc.alloc(need)
+                value = np.concatenate([np.asarray(matched, dtype=np.int64), new])
+                res = cache.insert(bpc.InsertParams(key=RadixKey(array("q", tokens), ns), value=value))
+                if res.prefix_len > len(matched):
+                    alloc.free_segment(value[len(matched) : res.prefix_len])
+            cache.dec_lock_ref(node)
+            continue
+        base = rng.choice([[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 9, 9, 9, 9], [5, 5, 5, 5]])
+        tokens = base[: rng.randrange(len(base) + 1)] + [rng.randrange(12) for _ in range(rng.randrange(16))]
+        ns = rng.choice([None, "lora-a"])
+        m = cache.match_prefix(bpc.MatchPrefixParams(key=RadixKey(array("q", tokens), ns)))
+        cache.inc_lock_ref(m.last_device_node)
+        inflight.append((m.last_device_node, tokens, ns, np.asarray(m.device_indices).tolist()))
+    for node, *_ in inflight:
+        cache.dec_lock_ref(node)
+
+
+@needs_cli
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_scheduler_loop_records_and_replays_to_the_same_hash(tmp_path, page_size):
+    alloc = FakeAllocator(120)
+    cache = KvsimRadixCache.create_simulated(mock_allocator=alloc, page_size=page_size, record=str(tmp_path))
+    scheduler_loop(cache, alloc, random.Random(page_size))
+    path = cache.core.recording_path
+    cache.core.close_recording()
+    end, calls = footer(path)
+    assert end["calls"] == calls > 500 and "violation" not in end
+    out = cli("replay", path, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    j = json.loads(out.stdout)
+    assert j["matches_recording"] and j["event_hash"] == end["event_hash"] == j["recorded_event_hash"]
+    assert (j["nodes"], j["evictable"], j["protected"]) == (end["nodes"], end["evictable"], end["protected"])
+    assert j["nodes"] == cache.core.node_count()
+
+
+@needs_cli
+def test_a_tampered_recording_is_reported_as_different(tmp_path):
+    t = kvsim.RadixTree(record=str(tmp_path / "t.jsonl"))
+    t.insert([1, 2, 3], [1, 2, 3])
+    t.match_prefix([1, 2])
+    t.close_recording()
+    text = (tmp_path / "t.jsonl").read_text().replace('"hit":2', '"hit":3')
+    (tmp_path / "t.jsonl").write_text(text)
+    out = cli("replay", str(tmp_path / "t.jsonl"))
+    assert out.returncode == 3 and "first divergence: call 1 (match)" in out.stdout
+
+
+@needs_cli
+def test_a_violation_is_recorded_flushed_replayed_and_shrunk(tmp_path):
+    path = str(tmp_path / "crash.jsonl")
+    t = kvsim.RadixTree(page_size=2, record=path)
+    rng = random.Random(3)
+    for i in range(60):  # noise the shrinker must drop
+        toks = [rng.randrange(4) for _ in range(rng.randrange(2, 10))]
+        t.insert(toks, list(range(1000 + 10 * i, 1000 + 10 * i + len(toks))))
+        t.match_prefix(toks[:3])
+    _, node = t.match_prefix([7, 7, 7, 7])
+    t.insert([7, 7, 7, 7], [1, 2, 3, 4])
+    _, node = t.match_prefix([7, 7, 7, 7])
+    lock = t.lock(node)
+    t.unlock(lock)
+    t.evict(1000)
+    with pytest.raises(kvsim.CoreAssertionError):
+        t.unlock(lock)  # a stale lock after its node was evicted
+    # flushed when the call raised: the footer is on disk while the tree still exists
+    end, calls = footer(path)
+    assert end["violation"]["call"] == calls - 1 and "vanished" in end["violation"]["detail"]
+    out = cli("replay", path)
+    assert out.returncode == 1 and "replay matches the recording" in out.stdout
+    assert "core.assert" in out.stdout
+    small = str(tmp_path / "crash.min.jsonl")
+    out = cli("shrink", path, "--out", small)
+    assert out.returncode == 0, out.stdout + out.stderr
+    end_small, calls_small = footer(small)
+    assert calls_small < 10 < calls
+    assert "vanished" in end_small["violation"]["detail"]
+    assert cli("replay", small).returncode == 1
+
+
+@needs_cli
+def test_kvsim_record_env_and_exit_flush(tmp_path):
+    code = (
+        "import kvsim\n"
+        "t = kvsim.RadixTree(page_size=1)\n"
+        "t.insert([1, 2, 3], [4, 5, 6]); t.match_prefix([1, 2]); t.evict(10)\n"
+        "print(t.recording_path)\n"  # no close: the atexit hook writes the footer
+    )
+    env = dict(os.environ, KVSIM_RECORD=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    path = out.stdout.strip()
+    assert path.startswith(str(tmp_path))
+    end, calls = footer(path)
+    assert calls == 3
+    assert cli("replay", path).returncode == 0
+
+
+@needs_cli
+def test_recording_is_bounded(tmp_path):
+    path = str(tmp_path / "b.jsonl")
+    t = kvsim.RadixTree(record=path, record_max_calls=5)
+    for i in range(20):
+        t.insert([i, i + 1], [i, i + 1])
+    assert not t.recording
+    end, calls = footer(path)
+    assert calls == 5 and end["truncated"]
+    out = cli("replay", path)
+    assert out.returncode == 0 and "truncated" in out.stdout
+
+
+def test_bad_recording_target_raises():
+    with pytest.raises(RuntimeError, match="cannot open recording file"):
+        kvsim.RadixTree(record="/nonexistent-dir/x.jsonl")
+
+
+@needs_cli
+def test_bad_call_trace_lines_name_file_line_and_field(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"kvsim_trace":1,"kind":"calls","page_size":1}\n{"op":"lock","of":5}\n')
+    out = cli("replay", str(p))
+    assert out.returncode == 2 and "bad.jsonl:2" in out.stderr and "of" in out.stderr

@@ -1,0 +1,117 @@
+#include "sim/call_trace.h"
+
+#include <cstdio>
+
+namespace kvsim::sim {
+namespace {
+
+uint64_t mix64(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_paths) {
+  EvictedLeaves out;
+  int64_t done = 0;
+  while (done < tokens) {
+    TreeNode* victim = tree.next_device_victim();
+    if (victim == nullptr) break;
+    if (with_paths) out.paths.push_back(RadixTree::prefix_tokens(*victim));
+    out.nodes.emplace_back(victim->id, victim->token_count());
+    ReleasedSlots released = tree.remove_device_leaf(*victim);
+    const auto& s = released.full_device().slots();
+    out.slots.insert(out.slots.end(), s.begin(), s.end());
+    done += static_cast<int64_t>(s.size());
+  }
+  return out;
+}
+
+uint64_t hash_slots(const std::vector<SlotIndex>& slots) {
+  uint64_t h = slots.size();
+  for (SlotIndex s : slots)
+    h = mix64(h, static_cast<uint64_t>(s));
+  return h;
+}
+
+uint64_t fold_call(uint64_t hash, CallKind kind, const CallOutcome& out) {
+  hash = mix64(hash, static_cast<uint64_t>(kind));
+  hash = mix64(hash, static_cast<uint64_t>(out.amount));
+  hash = mix64(hash, out.node);
+  return mix64(hash, out.slots_hash);
+}
+
+std::string_view to_string(CallKind kind) {
+  switch (kind) {
+    case CallKind::kMatch:
+      return "match";
+    case CallKind::kInsert:
+      return "insert";
+    case CallKind::kLock:
+      return "lock";
+    case CallKind::kUnlock:
+      return "unlock";
+    case CallKind::kEvict:
+      return "evict";
+  }
+  return "?";
+}
+
+nlohmann::json call_trace_header(int32_t page_size, EvictionPolicy policy,
+                                 const std::string& source) {
+  return {{"kvsim_trace", 1},
+          {"kind", "calls"},
+          {"page_size", page_size},
+          {"eviction_policy", std::string(to_string(policy))},
+          {"source", source}};
+}
+
+nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {
+  nlohmann::json j{{"op", std::string(to_string(call.kind))}};
+  switch (call.kind) {
+    case CallKind::kMatch:
+      j["ns"] = call.ns;
+      j["tokens"] = call.tokens;
+      if (out) j["out"] = {{"hit", out->amount}, {"node", out->node}};
+      break;
+    case CallKind::kInsert:
+      j["ns"] = call.ns;
+      j["tokens"] = call.tokens;
+      j["value"] = call.value;
+      if (out) j["out"] = {{"prefix", out->amount}, {"node", out->node}};
+      break;
+    case CallKind::kLock:
+    case CallKind::kUnlock:
+      j["of"] = call.ref;
+      break;
+    case CallKind::kEvict:
+      j["n"] = call.n;
+      if (out) j["out"] = {{"freed", out->amount}, {"slots", hex(out->slots_hash)}};
+      break;
+  }
+  return j;
+}
+
+nlohmann::json call_trace_footer(const CallTraceEnd& end) {
+  nlohmann::json e{{"calls", end.calls},
+                   {"event_hash", hex(end.event_hash)},
+                   {"nodes", end.nodes},
+                   {"evictable", end.evictable},
+                   {"protected", end.protected_size}};
+  if (end.violation)
+    e["violation"] = {{"call", end.violation->first}, {"detail", end.violation->second}};
+  if (end.truncated) e["truncated"] = true;
+  return {{"end", e}};
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,83 @@
+// Call traces: direct calls into the core's radix tree, recorded in production (the Python
+// module `kvsim`, docs/sglang.md "Recording") and replayed by `kvsim replay` / `kvsim shrink`.
+//
+//   header {"kvsim_trace":1,"kind":"calls","page_size":P,"eviction_policy":"lru","source":...}
+//   one call per line, with the outcome the recording process saw:
+//     {"op":"match","ns":0,"tokens":[...],"out":{"hit":H,"node":N}}
+//     {"op":"insert","ns":0,"tokens":[...],"value":[...],"out":{"prefix":L,"node":N}}
+//     {"op":"lock","of":K}     K: index of the match/insert call whose returned node is locked
+//     {"op":"unlock","of":K}   K: index of the lock call released
+//     {"op":"evict","n":T,"out":{"freed":F,"slots":"<hash>"}}
+//   footer {"end":{"calls":C,"event_hash":"..","nodes":..,"evictable":..,"protected":..,
+//           "violation":{"call":I,"detail":"file:line: expr: message"}?, "truncated":true?}}
+//
+// How it differs from a simulated op trace: no scenario, no scheduler seed, no requests. The
+// lines are the calls themselves (inputs and outcomes), so replay applies them to a fresh
+// RadixTree with caller-owned slots, exactly; node references are call indices, so a shrunk
+// trace stays meaningful (a call whose referent was dropped is skipped).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/common/types.h"
+#include "core/tree/eviction_policy.h"
+#include "core/tree/radix_tree.h"
+
+namespace kvsim::sim {
+
+enum class CallKind : uint8_t { kMatch = 0, kInsert = 1, kLock = 2, kUnlock = 3, kEvict = 4 };
+
+struct Call {
+  CallKind kind = CallKind::kMatch;
+  Namespace ns = 0;
+  std::vector<Token> tokens;     // match, insert
+  std::vector<SlotIndex> value;  // insert (page-aligned length)
+  int64_t ref = -1;              // lock: producing call; unlock: lock call
+  int64_t n = 0;                 // evict: tokens asked
+};
+
+// What a call returned, folded into the event hash.
+struct CallOutcome {
+  int64_t amount = 0;       // match: hit tokens; insert: prefix_len; evict: tokens freed
+  NodeId node = 0;          // match / insert: the returned node
+  uint64_t slots_hash = 0;  // evict: hash of the freed slots in order
+};
+
+// Frees at least `tokens` device tokens by removing whole least-recently-used unlocked leaves
+// (SGLang's RadixCache.evict on a device-only tree). Shared by the module and replay.
+struct EvictedLeaves {
+  std::vector<SlotIndex> slots;
+  std::vector<std::pair<NodeId, int64_t>> nodes;  // (id, tokens), in eviction order
+  std::vector<std::vector<Token>> paths;          // token paths, when asked
+};
+EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_paths);
+
+uint64_t hash_slots(const std::vector<SlotIndex>& slots);
+// The event hash after one more call.
+uint64_t fold_call(uint64_t hash, CallKind kind, const CallOutcome& out);
+inline constexpr uint64_t kCallHashSeed = 0x6b7673696d63616cULL;
+
+std::string_view to_string(CallKind kind);
+nlohmann::json call_trace_header(int32_t page_size, EvictionPolicy policy,
+                                 const std::string& source);
+// One call line; `out` is written when given.
+nlohmann::json call_to_json(const Call& call, const CallOutcome* out);
+
+struct CallTraceEnd {
+  size_t calls = 0;
+  uint64_t event_hash = 0;
+  size_t nodes = 0;
+  int64_t evictable = 0;
+  int64_t protected_size = 0;
+  std::optional<std::pair<size_t, std::string>> violation;  // (call index, detail)
+  bool truncated = false;
+};
+nlohmann::json call_trace_footer(const CallTraceEnd& end);
+
+}  // namespace kvsim::sim

@@ -1,0 +1,489 @@
+#include "sim/call_trace_replay.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/common/assert.h"
+#include "sim/json_reader.h"
+
+namespace kvsim::sim {
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+uint64_t parse_hex(JsonReader& r, const std::string& key) {
+  const std::string s = r.required_string(key);
+  if (s.empty() || s.size() > 16 || s.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    r.fail(key, "expected up to 16 lowercase hex digits");
+  }
+  return std::stoull(s, nullptr, 16);
+}
+
+// [byte offset, count] into the binary sidecar, checked against its size.
+std::pair<size_t, size_t> blob_range(JsonReader& r, const std::string& key, size_t item,
+                                     const std::string& blob) {
+  const std::vector<int64_t> ref = r.integer_array(key, 0, INT64_MAX);
+  if (ref.size() != 2) r.fail(key, "expected [byte offset, count]");
+  const auto off = static_cast<size_t>(ref[0]);
+  const auto n = static_cast<size_t>(ref[1]);
+  if (off > blob.size() || n > (blob.size() - off) / item) {
+    r.fail(key, "range beyond the end of the sidecar (" + std::to_string(blob.size()) + " bytes)");
+  }
+  return {off, n};
+}
+
+std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size_t index,
+                             const std::string& blob) {
+  std::vector<Token> out;
+  if (r.has("tok")) {
+    const auto [off, n] = blob_range(r, "tok", sizeof(Token), blob);
+    out.resize(n);
+    std::memcpy(out.data(), blob.data() + off, n * sizeof(Token));
+  } else if (r.has("tok_of")) {
+    const std::vector<int64_t> ref = r.integer_array("tok_of", 0, INT64_MAX);
+    if (ref.size() != 2 || ref[0] >= static_cast<int64_t>(index)) {
+      r.fail("tok_of", "expected [earlier call, count]");
+    }
+    const std::vector<Token>& src = calls[static_cast<size_t>(ref[0])].tokens;
+    if (static_cast<size_t>(ref[1]) > src.size())
+      r.fail("tok_of", "longer than that call's tokens");
+    out.assign(src.begin(), src.begin() + ref[1]);
+  } else {
+    for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX)) {
+      out.push_back(static_cast<Token>(t));
+    }
+  }
+  return out;
+}
+
+std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob) {
+  if (!r.has("val_runs")) return r.integer_array("value", 0, INT64_MAX);
+  const auto [off, runs] = blob_range(r, "val_runs", 2 * sizeof(int64_t), blob);
+  std::vector<SlotIndex> out;
+  for (size_t i = 0; i < runs; ++i) {
+    int64_t run[2];
+    std::memcpy(run, blob.data() + off + i * sizeof run, sizeof run);
+    if (run[0] < 0 || run[1] < 0) r.fail("val_runs", "negative slot or run length");
+    for (int64_t k = 0; k < run[1]; ++k)
+      out.push_back(run[0] + k);
+  }
+  return out;
+}
+
+Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
+                const std::vector<Call>& calls, const std::string& blob) {
+  Call c;
+  const std::string op = r.choice("op", "", {"match", "insert", "lock", "unlock", "evict"});
+  *has_out = r.has("out");
+  if (op == "match" || op == "insert") {
+    c.kind = op == "match" ? CallKind::kMatch : CallKind::kInsert;
+    c.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
+    c.tokens = tokens_of(r, calls, index, blob);
+    if (c.kind == CallKind::kInsert) c.value = value_of(r, blob);
+    if (*has_out) {
+      JsonReader o = r.object("out");
+      out->amount = o.required_integer(c.kind == CallKind::kMatch ? "hit" : "prefix", 0, INT64_MAX);
+      out->node = static_cast<NodeId>(o.required_integer("node", 0, INT64_MAX));
+      o.finish();
+    }
+  } else if (op == "lock" || op == "unlock") {
+    c.kind = op == "lock" ? CallKind::kLock : CallKind::kUnlock;
+    c.ref = r.required_integer("of", 0, static_cast<int64_t>(index) - 1);
+    *has_out = false;
+  } else {
+    c.kind = CallKind::kEvict;
+    c.n = r.required_integer("n", 0, INT64_MAX);
+    if (*has_out) {
+      JsonReader o = r.object("out");
+      out->amount = o.required_integer("freed", 0, INT64_MAX);
+      out->slots_hash = parse_hex(o, "slots");
+      o.finish();
+    }
+  }
+  r.finish();
+  return c;
+}
+
+}  // namespace
+
+CallTrace read_call_trace_text(const std::string& text, const std::string& source) {
+  CallTrace t;
+  std::string blob;
+  std::istringstream in(text);
+  std::string line;
+  size_t lineno = 0;
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    const std::string where = source + ":" + std::to_string(lineno);
+    if (t.end) throw InputError(where + ": a line after the footer");
+    nlohmann::json j = parse_json(line, source, lineno);
+    if (!j.is_object()) throw InputError(where + ": expected a JSON object");
+    JsonReader r(j, where);
+    if (!header) {
+      if (r.required_integer("kvsim_trace", 1, 1) != 1)
+        r.fail("kvsim_trace", "unsupported version");
+      r.choice("kind", "", {"calls"});
+      t.page_size = static_cast<int32_t>(r.required_integer("page_size", 1, INT32_MAX));
+      const std::string policy = r.choice("eviction_policy", "lru", {"lru", "lfu"});
+      parse_eviction_policy(policy, &t.policy);
+      t.source = r.string("source", "");
+      if (r.has("blob")) {
+        // The binary sidecar, next to the trace.
+        const std::string name = r.required_string("blob");
+        const size_t slash = source.find_last_of('/');
+        const std::string dir = slash == std::string::npos ? "" : source.substr(0, slash + 1);
+        blob = read_text_file(dir + name);
+      }
+      r.finish();
+      header = true;
+      continue;
+    }
+    if (j.contains("end")) {
+      JsonReader e = r.object("end");
+      CallTraceEnd end;
+      end.calls = static_cast<size_t>(e.required_integer("calls", 0, INT64_MAX));
+      end.event_hash = parse_hex(e, "event_hash");
+      end.nodes = static_cast<size_t>(e.required_integer("nodes", 0, INT64_MAX));
+      end.evictable = e.required_integer("evictable", 0, INT64_MAX);
+      end.protected_size = e.required_integer("protected", 0, INT64_MAX);
+      end.truncated = e.boolean("truncated", false);
+      if (e.has("violation")) {
+        JsonReader v = e.object("violation");
+        end.violation =
+            std::make_pair(static_cast<size_t>(v.required_integer("call", 0, INT64_MAX)),
+                           v.required_string("detail"));
+        v.finish();
+      }
+      e.finish();
+      r.finish();
+      t.end = end;
+      continue;
+    }
+    CallOutcome out;
+    bool has_out = false;
+    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out, t.calls, blob));
+    t.recorded.push_back(has_out ? std::optional<CallOutcome>(out) : std::nullopt);
+  }
+  if (!header) throw InputError(source + ": empty call trace (no header line)");
+  return t;
+}
+
+CallTrace read_call_trace(const std::string& path) {
+  return read_call_trace_text(read_text_file(path), path);
+}
+
+bool is_call_trace(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  if (!f || !std::getline(f, line)) return false;
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("kind") && j["kind"] == "calls";
+}
+
+CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
+  ScopedThrowingAsserts throwing;
+  RadixTreeOptions options;
+  options.page_size = trace.page_size;
+  options.eviction_policy = trace.policy;
+  RadixTree tree(options);
+  CallReplay r;
+  const size_t n = trace.calls.size();
+  r.was_applied.assign(n, false);
+  r.outcomes.assign(n, std::nullopt);
+  std::map<size_t, NodeId> node_of;
+  std::map<size_t, LockRecord> lock_of;
+  for (size_t i = 0; i < n; ++i) {
+    if (keep != nullptr && !(*keep)[i]) continue;
+    const Call& c = trace.calls[i];
+    CallOutcome out;
+    try {
+      switch (c.kind) {
+        case CallKind::kMatch: {
+          MatchResult m = tree.match_prefix(c.ns, c.tokens);
+          out.amount = m.device_hit_length();
+          out.node = m.last_device_node->id;
+          node_of[i] = out.node;
+          break;
+        }
+        case CallKind::kInsert: {
+          const size_t aligned = c.tokens.size() / static_cast<size_t>(trace.page_size) *
+                                 static_cast<size_t>(trace.page_size);
+          if (c.value.size() < aligned) {  // only a hand-edited trace gets here
+            ++r.skipped;
+            continue;
+          }
+          InsertResult ir = tree.insert(c.ns, c.tokens, IndexVector(Tier::kDevice, c.value));
+          out.amount = ir.prefix_len;
+          out.node = ir.last_node != nullptr ? ir.last_node->id : tree.root()->id;
+          node_of[i] = out.node;
+          break;
+        }
+        case CallKind::kLock: {
+          auto it = node_of.find(static_cast<size_t>(c.ref));
+          TreeNode* node = it == node_of.end() ? nullptr : tree.find(it->second);
+          if (node == nullptr || node->evicted()) {
+            ++r.skipped;
+            continue;
+          }
+          lock_of[i] = tree.lock(*node);
+          break;
+        }
+        case CallKind::kUnlock: {
+          auto it = lock_of.find(static_cast<size_t>(c.ref));
+          if (it == lock_of.end()) {
+            ++r.skipped;
+            continue;
+          }
+          tree.unlock(it->second);
+          break;
+        }
+        case CallKind::kEvict: {
+          EvictedLeaves e = evict_device_leaves(tree, c.n, false);
+          out.amount = static_cast<int64_t>(e.slots.size());
+          out.slots_hash = hash_slots(e.slots);
+          break;
+        }
+      }
+    } catch (const AssertionFailure& e) {
+      r.was_applied[i] = true;
+      r.violation = std::make_pair(i, std::string(e.what()));
+      ++r.applied;
+      break;
+    }
+    r.was_applied[i] = true;
+    r.outcomes[i] = out;
+    ++r.applied;
+    r.event_hash = fold_call(r.event_hash, c.kind, out);
+    if (keep == nullptr && !r.first_divergence && i < trace.recorded.size() && trace.recorded[i]) {
+      const CallOutcome& rec = *trace.recorded[i];
+      if (rec.amount != out.amount || rec.node != out.node || rec.slots_hash != out.slots_hash) {
+        r.first_divergence = i;
+        r.divergence = "call " + std::to_string(i) + " (" + std::string(to_string(c.kind)) +
+                       "): recorded " + std::to_string(rec.amount) + "/node " +
+                       std::to_string(rec.node) + ", replayed " + std::to_string(out.amount) +
+                       "/node " + std::to_string(out.node);
+      }
+    }
+  }
+  if (!r.violation) {
+    SanityReport report;
+    try {
+      tree.sanity_check(report);
+    } catch (const AssertionFailure& e) {
+      r.sanity.push_back(std::string("core.assert: ") + e.what());
+    }
+    for (const Violation& v : report.violations())
+      r.sanity.push_back(v.invariant + ": " + v.detail);
+  }
+  r.nodes = tree.node_count();
+  r.evictable = tree.evictable_size();
+  r.protected_size = tree.protected_size();
+  return r;
+}
+
+bool call_replay_matches(const CallTrace& t, const CallReplay& r) {
+  if (r.first_divergence) return false;
+  if (!t.end) return !r.violation;  // cut short: every recorded outcome agreed
+  const bool same_violation = t.end->violation.has_value() == r.violation.has_value() &&
+                              (!r.violation || (r.violation->first == t.end->violation->first &&
+                                                r.violation->second == t.end->violation->second));
+  return same_violation && t.end->event_hash == r.event_hash && t.end->nodes == r.nodes &&
+         t.end->evictable == r.evictable && t.end->protected_size == r.protected_size;
+}
+
+// The same failure for shrinking: the same assertion and message with numbers blanked (a
+// message that names a node id names another id once earlier calls are dropped).
+std::string failure_key(const std::string& detail) {
+  std::string key;
+  bool in_number = false;
+  for (char ch : detail) {
+    const bool digit = ch >= '0' && ch <= '9';
+    if (digit && !in_number) key += '#';
+    if (!digit) key += ch;
+    in_number = digit;
+  }
+  return key;
+}
+
+CallShrinkResult shrink_calls(const CallTrace& trace, size_t max_replays) {
+  CallShrinkResult out;
+  out.original_calls = trace.calls.size();
+  CallReplay first = replay_calls(trace);
+  out.replays = 1;
+  if (!first.violation) return out;
+  const size_t fail_at = first.violation->first;
+  const std::string detail = failure_key(first.violation->second);
+  out.detail = first.violation->second;
+  std::vector<size_t> kept;  // candidate calls before the failing one
+  for (size_t i = 0; i < fail_at; ++i) {
+    if (first.was_applied[i]) kept.push_back(i);
+  }
+  auto fails = [&](const std::vector<size_t>& cand) {
+    std::vector<bool> keep(trace.calls.size(), false);
+    for (size_t i : cand)
+      keep[i] = true;
+    keep[fail_at] = true;
+    ++out.replays;
+    CallReplay r = replay_calls(trace, &keep);
+    return r.violation && failure_key(r.violation->second) == detail;
+  };
+  size_t chunks = 2;
+  while (!kept.empty() && out.replays < max_replays) {
+    const size_t size = std::max<size_t>(1, (kept.size() + chunks - 1) / chunks);
+    bool progress = false;
+    for (size_t start = 0; start < kept.size() && out.replays < max_replays;) {
+      std::vector<size_t> cand(kept.begin(), kept.begin() + static_cast<ptrdiff_t>(start));
+      cand.insert(cand.end(),
+                  kept.begin() + static_cast<ptrdiff_t>(std::min(kept.size(), start + size)),
+                  kept.end());
+      if (fails(cand)) {
+        kept = std::move(cand);
+        progress = true;
+      } else {
+        start += size;
+      }
+    }
+    if (!progress) {
+      if (size == 1) break;
+      chunks = std::min(kept.size(), chunks * 2);
+    }
+  }
+  // Rebuild a self-contained trace: the kept calls, references renumbered.
+  std::vector<bool> keep(trace.calls.size(), false);
+  for (size_t i : kept)
+    keep[i] = true;
+  keep[fail_at] = true;
+  CallReplay fin = replay_calls(trace, &keep);
+  ++out.replays;
+  std::map<size_t, size_t> renumber;
+  CallTrace& t = out.trace;
+  t.page_size = trace.page_size;
+  t.policy = trace.policy;
+  t.source =
+      "kvsim shrink of " + (trace.source.empty() ? std::string("a call trace") : trace.source);
+  for (size_t i = 0; i < trace.calls.size(); ++i) {
+    if (!fin.was_applied[i]) continue;
+    Call c = trace.calls[i];
+    if (c.kind == CallKind::kLock || c.kind == CallKind::kUnlock)
+      c.ref = static_cast<int64_t>(renumber.at(static_cast<size_t>(c.ref)));
+    renumber[i] = t.calls.size();
+    t.calls.push_back(std::move(c));
+    t.recorded.push_back(fin.outcomes[i]);
+  }
+  out.reproduced = fin.violation.has_value() && failure_key(fin.violation->second) == detail;
+  if (out.reproduced) out.detail = fin.violation->second;
+  return out;
+}
+
+void write_call_trace(const std::string& path, const CallTrace& t, const CallReplay& r) {
+  std::ofstream f(path);
+  if (!f) throw InputError(path + ": cannot write");
+  f << call_trace_header(t.page_size, t.policy, t.source).dump() << '\n';
+  for (size_t i = 0; i < t.calls.size(); ++i) {
+    const CallOutcome* out = i < r.outcomes.size() && r.outcomes[i] ? &*r.outcomes[i] : nullptr;
+    f << call_to_json(t.calls[i], out).dump() << '\n';
+  }
+  CallTraceEnd end;
+  end.calls = r.applied;
+  end.event_hash = r.event_hash;
+  end.nodes = r.nodes;
+  end.evictable = r.evictable;
+  end.protected_size = r.protected_size;
+  end.violation = r.violation;
+  f << call_trace_footer(end).dump() << '\n';
+}
+
+nlohmann::json call_replay_json(const CallTrace& t, const CallReplay& r) {
+  nlohmann::json j{{"kind", "calls"},
+                   {"calls", t.calls.size()},
+                   {"applied", r.applied},
+                   {"skipped", r.skipped},
+                   {"event_hash", hex(r.event_hash)},
+                   {"nodes", r.nodes},
+                   {"evictable", r.evictable},
+                   {"protected", r.protected_size},
+                   {"matches_recording", call_replay_matches(t, r)}};
+  if (t.end) j["recorded_event_hash"] = hex(t.end->event_hash);
+  if (r.violation) j["violation"] = {{"call", r.violation->first}, {"detail", r.violation->second}};
+  if (r.first_divergence) j["divergence"] = r.divergence;
+  if (!r.sanity.empty()) j["sanity"] = r.sanity;
+  return j;
+}
+
+std::string call_replay_text(const std::string& path, const CallTrace& t, const CallReplay& r) {
+  std::ostringstream s;
+  s << path << ": call trace (" << (t.source.empty() ? "unknown source" : t.source)
+    << "), page_size " << t.page_size << ", " << t.calls.size() << " calls: " << r.applied
+    << " applied, " << r.skipped << " skipped\n";
+  s << "  event hash " << hex(r.event_hash) << ", " << r.nodes << " nodes, evictable "
+    << r.evictable << ", protected " << r.protected_size << "\n";
+  if (r.violation)
+    s << "  violation at call " << r.violation->first << ": core.assert: " << r.violation->second
+      << "\n";
+  for (const std::string& v : r.sanity)
+    s << "  sanity: " << v << "\n";
+  if (r.first_divergence) s << "  first divergence: " << r.divergence << "\n";
+  if (t.end && t.end->truncated) s << "  the recording was truncated at its bound\n";
+  s << "  replay " << (call_replay_matches(t, r) ? "matches" : "DIFFERS FROM")
+    << " the recording\n";
+  return s.str();
+}
+
+}  // namespace kvsim::sim
+
+namespace kvsim::sim {
+
+int call_replay_command(const std::string& path, bool json, bool expect_clean) {
+  const CallTrace t = read_call_trace(path);
+  const CallReplay r = replay_calls(t);
+  if (json) {
+    std::printf("%s\n", call_replay_json(t, r).dump().c_str());
+  } else {
+    std::printf("%s", call_replay_text(path, t, r).c_str());
+  }
+  // docs/cli.md's exit codes: 3 the replay differs from the recording, 1 it (still) fails.
+  if (!call_replay_matches(t, r) && !expect_clean) return 3;
+  return r.ok() ? 0 : 1;
+}
+
+int call_shrink_command(const std::string& path, const std::string& out, size_t max_replays,
+                        bool json) {
+  const CallTrace t = read_call_trace(path);
+  const CallShrinkResult s = shrink_calls(t, max_replays);
+  if (!s.reproduced) {
+    std::fprintf(stderr, "kvsim: %s: the trace does not fail when replayed; nothing to shrink\n",
+                 path.c_str());
+    return 1;
+  }
+  const CallReplay r = replay_calls(s.trace);
+  write_call_trace(out, s.trace, r);
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"original_calls", s.original_calls},
+                                       {"shrunk_calls", s.trace.calls.size()},
+                                       {"replays", s.replays},
+                                       {"invariant", "core.assert"},
+                                       {"detail", s.detail},
+                                       {"out", out}}
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf(
+        "shrunk %zu calls to %zu in %zu replays; still fails with core.assert: %s\n"
+        "written to %s (replay: kvsim replay %s)\n",
+        s.original_calls, s.trace.calls.size(), s.replays, s.detail.c_str(), out.c_str(),
+        out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace kvsim::sim

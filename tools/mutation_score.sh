@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Mutation score of the core under a BLIND hunt (docs/mutation-score.md). Enumerates source
+# mutants of core/tree, core/cache and core/tiers (tools/mutate/mutate.py), picks a sample,
+# and for each one: applies it to a private copy of the tree (build/mutation/src), builds kvsim
+# incrementally (ccache), and hunts it blind for --budget seconds with no scenario hint.
+#   stillborn   the mutant does not compile (not counted)
+#   equivalent  its object file, debug info stripped, is byte-identical to the original's (not
+#               counted); others judged equivalent by inspection are listed in the doc
+#   killed      the hunt found a violation (exit 1), crashed, or hung past 2 x budget + 30 s
+#   survived    the hunt ran its budget and found nothing (exit 0)
+# score = killed / (total - stillborn - equivalent). Prints a table, the score, and each
+# survivor's diff with the probes its code sits behind (the probes of the same function).
+#
+# Usage: tools/mutation_score.sh [--sample N] [--seed S] [--budget SECONDS] [--unit-tests]
+#                                [--min-score PERCENT] [--files "FILE..."] [--list]
+#   --sample N     mutants to pick (default 15; 0 = every mutant)
+#   --seed S       the sample's seed (default 1)
+#   --budget S     blind-hunt seconds per mutant (default 60)
+#   --unit-tests   also run the mutated module's unit tests (a separate column, not the score)
+#   --min-score P  exit 1 if the score is below P percent (default: no threshold)
+#   --files "..."  the files to mutate (default below); --list prints the mutants and exits
+# The hunt: HUNT_CMD, a command template with {kvsim} {budget} {scenarios} {traces}. Default:
+# `{kvsim} hunt --time-budget {budget}` when kvsim has a hunt subcommand, otherwise the stand-in
+# tools/mutate/standin_hunt.sh (every scenario, equal share of the budget, first failure).
+set -euo pipefail
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+sample=15
+seed=1
+budget=60
+unit=0
+min_score=""
+list_only=0
+# file_storage.cpp: no simulator path uses it; sha256.cpp: a hash; hi_cache_options.cpp:
+# parsing and names. Checking functions (sanity_check, check_*) are skipped inside mutate.py.
+files="core/tree/eviction_policy.cpp core/tree/full_component.cpp core/tree/mamba_component.cpp
+core/tree/radix_tree.cpp core/tree/radix_tree_aux.cpp core/tree/swa_component.cpp
+core/cache/hi_cache.cpp core/cache/hi_cache_load_back.cpp core/cache/hi_cache_side_pools.cpp
+core/cache/hi_cache_storage.cpp core/cache/request_kv.cpp core/cache/side_pool.cpp
+core/tiers/cache_controller.cpp core/tiers/memory_storage.cpp core/tiers/page_hash.cpp"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sample) sample=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --unit-tests) unit=1; shift ;;
+    --min-score) min_score=$2; shift 2 ;;
+    --files) files=$2; shift 2 ;;
+    --list) list_only=1; shift ;;
+    *) echo "mutation_score.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
+  esac
+done
+for v in "$sample" "$seed" "$budget"; do
+  case "$v" in '' | *[!0-9]*) echo "mutation_score.sh: --sample, --seed and --budget take whole numbers" >&2; exit 2 ;; esac
+done
+mutate() { (cd "$root" && python3 tools/mutate/mutate.py "$@"); }
+# shellcheck disable=SC2086
+if [ "$list_only" = 1 ]; then mutate list $files; exit 0; fi
+
+# KVSIM_MUTATION_WORK: where the copy and its build live (CI reuses the mutation runner's,
+# build/mutants, whose src and build have the same layout).
+work="${KVSIM_MUTATION_WORK:-$root/build/mutation}"
+case "$work" in /*) ;; *) work="$root/$work" ;; esac
+src="$work/src"
+build="$work/build"
+out="$work/score-out"
+pristine="$work/pristine"
+mkdir -p "$src" "$out" "$pristine"
+rm -rf "${out:?}"/*
+python3 "$root/tools/mutate/sync_tree.py" "$root" "$src" >/dev/null
+for f in $files; do mkdir -p "$pristine/$(dirname "$f")"; cp "$root/$f" "$pristine/$f"; done
+
+tests_flag=OFF
+if [ "$unit" = 1 ]; then tests_flag=ON; fi
+if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_TESTS:BOOL=$tests_flag" "$build/CMakeCache.txt"; then
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF \
+    -DKVSIM_TESTS="$tests_flag" -DKVSIM_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+fi
+jobs=${KVSIM_MUTATION_JOBS:-2}
+build_kvsim() { nice cmake --build "$build" --target kvsim -j"$jobs"; }
+echo "mutation score: building the original in $build"
+build_kvsim >"$out/build-original.log" 2>&1 || { echo "the original does not build: $out/build-original.log" >&2; exit 2; }
+
+object_of() {  # object_of core/tree/radix_tree.cpp -> its .o in the build dir
+  local dir mod
+  dir=$(dirname "$1")
+  mod=$(basename "$dir")
+  echo "$build/$dir/CMakeFiles/kvsim_$mod.dir/$(basename "$1").o"
+}
+stripped() { objcopy --strip-debug "$1" "$2"; }
+for f in $files; do
+  o=$(object_of "$f")
+  [ -f "$o" ] || { echo "mutation_score.sh: no object $o for $f" >&2; exit 2; }
+  mkdir -p "$pristine/obj/$(dirname "$f")"
+  stripped "$o" "$pristine/obj/$f.o"
+done
+
+kvsim="$build/tools/kvsim"
+if [ -z "${HUNT_CMD:-}" ]; then
+  if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
+    HUNT_CMD='{kvsim} hunt --time-budget {budget} --trace-dir {traces}'
+  else
+    HUNT_CMD="$root/tools/mutate/standin_hunt.sh {kvsim} {budget} {scenarios} {traces}"
+  fi
+fi
+echo "mutation score: hunt = $HUNT_CMD"
+
+# shellcheck disable=SC2086
+total_sites=$(mutate count $files)
+if [ "$sample" = 0 ]; then
+  # shellcheck disable=SC2086
+  ids=$(mutate list $files | cut -f1)
+else
+  # shellcheck disable=SC2086
+  ids=$(mutate sample --sample "$sample" --seed "$seed" $files)
+fi
+n_ids=$(echo "$ids" | wc -w)
+echo "mutation score: $n_ids of $total_sites mutants (seed $seed), blind hunt $budget s each"
+
+now() { date +%s; }
+killed=0 survived=0 stillborn=0 equivalent=0 errors=0 unit_killed=0
+rows=()
+survivors=()
+restore() { cp "$pristine/$1" "$src/$1"; }  # a fresh mtime: the next build recompiles it
+for id in $ids; do
+  # shellcheck disable=SC2086
+  file=$(mutate show --id "$id" --format '{file}' $files)
+  # shellcheck disable=SC2086
+  where=$(mutate show --id "$id" --format '{file}:{line} {op}' $files)
+  (cd "$src" && python3 "$root/tools/mutate/mutate.py" apply --id "$id" --root . $files)
+  start=$(now)
+  result=""
+  unit_col="-"
+  if ! build_kvsim >"$out/build-$id.log" 2>&1; then
+    result="stillborn"
+    stillborn=$((stillborn + 1))
+  else
+    stripped "$(object_of "$file")" "$out/mutant.o"
+    if cmp -s "$out/mutant.o" "$pristine/obj/$file.o"; then
+      result="equivalent"
+      equivalent=$((equivalent + 1))
+    else
+      traces="$out/traces-$id"
+      mkdir -p "$traces"
+      cmd=${HUNT_CMD//\{kvsim\}/$kvsim}
+      cmd=${cmd//\{budget\}/$budget}
+      cmd=${cmd//\{scenarios\}/$src/scenarios}
+      cmd=${cmd//\{traces\}/$traces}
+      set +e
+      timeout $((budget * 2 + 30)) bash -c "$cmd" >"$out/hunt-$id.log" 2>&1
+      rc=$?
+      set -e
+      case "$rc" in
+        0) result="survived"; survived=$((survived + 1)); survivors+=("$id") ;;
+        1) result="killed"; killed=$((killed + 1)) ;;
+        2) result="error"; errors=$((errors + 1)) ;;
+        124 | 137) result="killed (hang)"; killed=$((killed + 1)) ;;
+        *) result="killed (crash $rc)"; killed=$((killed + 1)) ;;
+      esac
+      rm -rf "$traces"
+      if [ "$unit" = 1 ]; then
+        mod=$(basename "$(dirname "$file")")
+        if nice cmake --build "$build" --target "kvsim_${mod}_tests" -j"$jobs" >"$out/unit-$id.log" 2>&1 &&
+          timeout 120 "$build/tests/kvsim_${mod}_tests" >>"$out/unit-$id.log" 2>&1; then
+          unit_col="survived"
+        else
+          unit_col="killed"
+          unit_killed=$((unit_killed + 1))
+        fi
+      fi
+    fi
+  fi
+  restore "$file"
+  secs=$(($(now) - start))
+  rows+=("$id|$where|$result|$unit_col|$secs")
+  printf 'mutant %5s  %-48s %-18s %4ss\n' "$id" "$where" "$result" "$secs"
+done
+build_kvsim >/dev/null 2>&1 || true  # leave the copy built as the original
+
+counted=$((n_ids - stillborn - equivalent - errors))
+score="n/a"
+if [ "$counted" -gt 0 ]; then score=$(awk -v k="$killed" -v c="$counted" 'BEGIN { printf "%.1f", 100 * k / c }'); fi
+echo
+echo "| id | site | operator | blind hunt | unit tests | s |"
+echo "|---|---|---|---|---|---|"
+for r in "${rows[@]}"; do
+  IFS='|' read -r id where result unit_col secs <<<"$r"
+  echo "| $id | ${where% *} | ${where##* } | $result | $unit_col | $secs |"
+done
+echo
+echo "mutation score: $killed killed of $counted counted = $score % (sample of $n_ids of $total_sites mutants, seed $seed, budget $budget s; $stillborn stillborn, $equivalent equivalent (identical object), $errors hunt errors, $survived survived)"
+if [ "$unit" = 1 ]; then echo "unit tests alone kill $unit_killed of $counted"; fi
+if [ ${#survivors[@]} -gt 0 ]; then
+  echo
+  echo "survivors (judge each: a missing check or workload, or equivalent by inspection):"
+  for id in "${survivors[@]}"; do
+    echo
+    # shellcheck disable=SC2086
+    mutate show --id "$id" --format '--- mutant {id}: {file}:{line} {op} in {function}(); probes of that function: {probes}' $files
+    # shellcheck disable=SC2086
+    mutate diff --id "$id" $files
+  done
+fi
+if [ "$errors" -gt 0 ]; then echo "mutation score: $errors hunts ended with bad input (exit 2): see $out" >&2; exit 2; fi
+if [ -n "$min_score" ] && [ "$counted" -gt 0 ] &&
+  awk -v s="$score" -v m="$min_score" 'BEGIN { exit !(s < m) }'; then
+  echo "mutation score: $score % is below --min-score $min_score" >&2
+  exit 1
+fi
+exit 0
