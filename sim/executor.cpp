@@ -72,6 +72,7 @@ OpOutcome Executor::apply(const Op& op) {
       out = dispatch(op);
     } catch (const AssertionFailure& e) {
       fail("core.assert", e.what());
+      out = OpOutcome{.applied = true, .ok = false};  // it ran, and failed: not a rejection
     }
     if (op.kind != OpKind::kInject) {
       try {
