@@ -22,8 +22,16 @@ enum class FaultSite : uint8_t {
   kForcedRetract = 5,  // a running request is retracted
   kStorageStall = 6,   // storage workers make no progress this iteration
   kComputeStall = 7,   // the forward of this iteration is skipped (the batch is held)
+  // Pool exhaustion on the paths that allocate outside a compute step (an inject op holds every
+  // free page of the pool for the next op, so the core sees a genuinely full pool).
+  kHostFullBackup = 8,     // host pool full during a finish or prefill chunk (backups, write-back)
+  kHostFullLoadBack = 9,   // host pool full during an admission with load-back
+  kHostFullPrefetch = 10,  // host pool full during a poll (prefetch hits take host pages there)
+  kDeviceFullLoadBack = 11,  // device pool full during an admission with load-back
+  kEventQueryDelay = 12,     // a poll's event queries answer "not yet" for finished copies
+  // 13..15: free for this file's next sites; 16+ are reserved for the storage-tier sites.
 };
-inline constexpr size_t kFaultSites = 8;
+inline constexpr size_t kFaultSites = 13;
 
 std::string_view to_string(FaultSite site);
 

@@ -7,7 +7,7 @@ namespace {
 
 const std::vector<std::string> kOpNames = {
     "arrive",  "prefetch_check", "admit", "compute", "finish",  "abort", "retract",
-    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush"};
+    "offload", "resume",         "poll",  "step",    "storage", "tick",  "flush", "inject"};
 
 }  // namespace
 
@@ -50,6 +50,10 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kTick:
       j["now"] = op.n;
+      break;
+    case OpKind::kInject:
+      j["fault"] = op.target;
+      if (op.target == 2) j["n"] = op.n;
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
@@ -102,6 +106,10 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       break;
     case OpKind::kTick:
       op.n = r.required_integer("now", 0, kMax);
+      break;
+    case OpKind::kInject:
+      op.target = static_cast<uint32_t>(r.required_integer("fault", 0, 2));
+      if (op.target == 2) op.n = r.required_integer("n", 1, 1 << 20);
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:

@@ -31,6 +31,8 @@ enum class OpKind : uint8_t {
   kStorage = 11,       // one unit of storage work: target 0 query, 1 io, 2 backup
   kTick = 12,          // the logical clock moves to `n`
   kFlush = 13,         // wait for every device↔host transfer and consume its acks
+  kInject = 14,        // arm a fault for the next op only: target 0 host pool full, 1 device
+                       // pool full, 2 the next `n` event queries answer "not yet"
 };
 
 struct Op {
@@ -40,7 +42,7 @@ struct Op {
   std::vector<Token> prompt;  // kArrive
   int64_t output_len = 0;     // kArrive
   int64_t n = 0;              // kCompute: tokens computed after; kStep: ops; kTick: now
-  uint32_t target = 0;        // kStep: stream; kStorage: which worker
+  uint32_t target = 0;        // kStep: stream; kStorage: which worker; kInject: what
   bool flag = false;          // kAdmit: allow load-back; kCompute: injected OOM
 };
 

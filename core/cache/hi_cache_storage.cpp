@@ -132,7 +132,8 @@ bool HiCache::storage_query_step() {
     if (op.state != PrefetchOp::State::kQuery) continue;
     const size_t hit_pages = storage_->batch_exists(op.hashes);
     op.hit_tokens = static_cast<int64_t>(hit_pages) * options_.page_size;
-    if (op.hit_tokens < options_.prefetch_threshold_tokens) {
+    // A hit of no page is nothing to prefetch, whatever the threshold (0 is a valid one).
+    if (hit_pages == 0 || op.hit_tokens < options_.prefetch_threshold_tokens) {
       KV_PROBE(st_query_revoked);
       op.state = PrefetchOp::State::kRevoked;
     } else {

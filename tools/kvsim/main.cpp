@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/kvsim/cmd_import_sglang.h"
+#include "tools/kvsim/cmd_hunt.h"
 #include "tools/kvsim/commands.h"
 #include "tools/kvsim/probe_report.h"
 
@@ -106,8 +107,33 @@ int main(int argc, char** argv) {
   sglang_cmd->prefix_command();
   sglang_cmd->set_help_flag();
 
+  HuntCommand hunt;
+  CLI::App* hunt_cmd = app.add_subcommand(
+      "hunt",
+      "Hunt blind for violations: swarm configurations drawn per seed and the named scenarios, "
+      "round-robin; shrink each failure; exit 1 when one is found");
+  hunt_cmd->add_option("--time-budget", hunt.time_budget_s, "Wall-time budget in seconds")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  hunt_cmd->add_option("--seed", hunt.seed, "Base seed (unit i runs seed S + i)")
+      ->capture_default_str();
+  hunt_cmd->add_option("--failures", hunt.failures, "Stop after this many failures")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}))
+      ->capture_default_str();
+  hunt_cmd->add_option("-j,--jobs", hunt.jobs, "Worker processes")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  hunt_cmd->add_flag("--json", hunt.json, "JSON hunt summary");
+  hunt_cmd->add_option("--trace-dir", hunt.trace_dir, "Folder for failing and shrunk traces")
+      ->capture_default_str();
+  hunt_cmd->add_flag("--no-shrink", hunt.no_shrink, "Do not shrink failures");
+  hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)");
+  hunt_cmd->add_option("--scenarios", hunt.scenarios,
+                       "Folder of named scenarios (default: ./scenarios, else the source tree's)");
+
   CLI11_PARSE(app, argc, argv);
   if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
+  if (hunt_cmd->parsed()) return hunt_command(hunt);
   if (run_cmd->parsed()) return run_command(run);
   if (replay_cmd->parsed()) return replay_command(replay);
   if (gen_cmd->parsed()) return gen_command(gen);
