@@ -28,6 +28,7 @@ struct UnitResult {
   int64_t ops = 0;
   std::vector<std::string> features;
   std::array<uint64_t, kFaultSites> faults{};
+  std::vector<uint64_t> probes;  // per declared probe, in declaration order
   std::optional<SimViolation> violation;
   std::string trace;
 };
@@ -36,6 +37,7 @@ nlohmann::json to_json(const UnitResult& u) {
   nlohmann::json j = {{"unit", u.unit},     {"swarm", u.swarm}, {"source", u.source},
                       {"seed", u.seed},     {"ops", u.ops},     {"features", u.features},
                       {"faults", u.faults}, {"trace", u.trace}};
+  j["probes"] = u.probes;
   if (u.violation) {
     j["invariant"] = u.violation->invariant;
     j["detail"] = u.violation->detail;
@@ -54,6 +56,7 @@ UnitResult unit_from_json(const nlohmann::json& j) {
   u.features = j.at("features").get<std::vector<std::string>>();
   u.faults = j.at("faults").get<std::array<uint64_t, kFaultSites>>();
   u.trace = j.at("trace").get<std::string>();
+  u.probes = j.at("probes").get<std::vector<uint64_t>>();
   if (j.contains("invariant")) {
     u.violation = SimViolation{j.at("invariant").get<std::string>(),
                                j.at("detail").get<std::string>(), j.at("op_index").get<size_t>()};
@@ -77,10 +80,13 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   u.seed = h.seed;
   if (h.swarm) u.features = features(h.scenario);
   std::vector<Op> ops;
+  probes::reset();
   const RunResult r = run_scenario(
       RunRequest{.scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
   u.ops = r.stats.ops;
   u.faults = r.faults_fired;
+  for (const probes::Count& c : probes::snapshot())
+    u.probes.push_back(c.count);
   u.violation = r.violation;
   if (r.violation) {
     u.trace = trace_path(options, u.source, h.seed, ".trace.jsonl");
@@ -121,6 +127,12 @@ class Collector {
     }
     for (size_t i = 0; i < kFaultSites; ++i)
       report_.faults_fired[i] += u.faults[i];
+    if (report_.probes.empty()) {
+      for (const probes::Info& p : probes::all())
+        report_.probes.push_back(probes::Count{p.name, 0});
+    }
+    for (size_t i = 0; i < report_.probes.size() && i < u.probes.size(); ++i)
+      report_.probes[i].count += u.probes[i];
     if (u.violation && report_.failures.size() < options_.failures) {
       report_.failures.push_back(HuntFailure{.unit = u.unit,
                                              .source = u.source,
