@@ -67,6 +67,9 @@ pristine="$work/pristine"
 mkdir -p "$src" "$out" "$pristine"
 rm -rf "${out:?}"/*
 python3 "$root/tools/mutate/sync_tree.py" "$root" "$src" >/dev/null
+# From here on every mutant is enumerated, shown and applied in the copy: ids stay consistent
+# even if the developer's checkout changes while the run goes on.
+mutate() { (cd "$src" && python3 "$root/tools/mutate/mutate.py" "$@"); }
 for f in $files; do mkdir -p "$pristine/$(dirname "$f")"; cp "$root/$f" "$pristine/$f"; done
 
 tests_flag=OFF
@@ -126,7 +129,7 @@ for id in $ids; do
   file=$(mutate show --id "$id" --format '{file}' $files)
   # shellcheck disable=SC2086
   where=$(mutate show --id "$id" --format '{file}:{line} {op}' $files)
-  (cd "$src" && python3 "$root/tools/mutate/mutate.py" apply --id "$id" --root . $files)
+  mutate apply --id "$id" --root . $files
   start=$(now)
   result=""
   unit_col="-"

@@ -3,7 +3,7 @@
 namespace kvsim::probes {
 
 namespace detail {
-thread_local KVSIM_PROBE_TLS std::array<uint64_t, kCount> counters{};
+thread_local std::array<uint64_t, kCount> counters{};
 }  // namespace detail
 
 const std::array<Info, kCount>& all() {

@@ -68,12 +68,8 @@ void reset();
 void accumulate(Snapshot& into, const Snapshot& from);
 
 namespace detail {
-#if defined(__GNUC__)
-#define KVSIM_PROBE_TLS __attribute__((tls_model("initial-exec")))
-#else
-#define KVSIM_PROBE_TLS
-#endif
-extern thread_local KVSIM_PROBE_TLS std::array<uint64_t, kCount> counters;
+// The default TLS model: the core may be linked into a dlopen()ed module (Python).
+extern thread_local std::array<uint64_t, kCount> counters;
 inline void hit(Id id) {
   ++counters[static_cast<size_t>(id)];
 }
