@@ -8,32 +8,12 @@
 #include "core/tree/radix_tree.h"
 #include "sim/runner.h"
 #include "sim/shrink.h"
+#include "tests/support/planted_component.h"
 
 namespace kvsim::sim {
 namespace {
 
-// Accepts every match and locks nothing; its "bug" is an invariant that breaks once the tree
-// has split nodes twice — an event ordinary workloads reach after a few requests.
-class PlantedBugComponent final : public TreeComponent {
- public:
-  ComponentType type() const override { return ComponentType::kMamba; }  // unused slot here
-  std::string_view name() const override { return "planted"; }
-  std::unique_ptr<MatchValidator> make_validator() const override {
-    struct AcceptAll final : MatchValidator {
-      MatchVerdict visit(const TreeNode&) override { return {true, true}; }
-    };
-    return std::make_unique<AcceptAll>();
-  }
-  void acquire_lock(RadixTree&, TreeNode&, LockRecord&) override {}
-  void release_lock(RadixTree&, const LockRecord&) override {}
-  void on_split(TreeNode&, TreeNode&, size_t) override { ++splits_; }
-  void sanity_check(const RadixTree&, SanityReport& report) const override {
-    if (splits_ >= 2) report.add("planted.second_split", "the planted bug fired");
-  }
-
- private:
-  int splits_ = 0;
-};
+using testing::PlantedBugComponent;
 
 const ExecutorSetup kPlant = [](Executor& e) {
   e.cache().tree().add_component(std::make_unique<PlantedBugComponent>());

@@ -15,6 +15,7 @@
 #include "core/tree/radix_tree.h"
 #include "sim/runner.h"
 #include "sim/timeline.h"
+#include "tests/support/planted_component.h"
 
 namespace kvsim::sim {
 namespace {
@@ -165,34 +166,14 @@ TEST(Timeline, RunWithFaultsIsWellFormedAndDeterministic) {
   EXPECT_GT(fired, 0u);
 }
 
-// The planted bug of planted_bug_test.cpp: an invariant that breaks at the second split.
-class SecondSplitBug final : public TreeComponent {
- public:
-  ComponentType type() const override { return ComponentType::kMamba; }
-  std::string_view name() const override { return "planted"; }
-  std::unique_ptr<MatchValidator> make_validator() const override {
-    struct AcceptAll final : MatchValidator {
-      MatchVerdict visit(const TreeNode&) override { return {true, true}; }
-    };
-    return std::make_unique<AcceptAll>();
-  }
-  void acquire_lock(RadixTree&, TreeNode&, LockRecord&) override {}
-  void release_lock(RadixTree&, const LockRecord&) override {}
-  void on_split(TreeNode&, TreeNode&, size_t) override { ++splits_; }
-  void sanity_check(const RadixTree&, SanityReport& report) const override {
-    if (splits_ >= 2) report.add("planted.second_split", "the planted bug fired");
-  }
-
- private:
-  int splits_ = 0;
-};
+using testing::PlantedBugComponent;
 
 TEST(Timeline, FailingRunMarksTheViolation) {
   Scenario s = default_scenario();
   s.faults.enabled = false;
   TimelineRecorder recorder;
   const ExecutorSetup plant = [](Executor& e) {
-    e.cache().tree().add_component(std::make_unique<SecondSplitBug>());
+    e.cache().tree().add_component(std::make_unique<PlantedBugComponent>());
   };
   const RunResult r =
       run_scenario(RunRequest{.scenario = &s, .seed = 1, .setup = timeline_setup(recorder, plant)});

@@ -11,6 +11,7 @@
 #include "core/tree/radix_tree.h"
 #include "sim/runner.h"
 #include "sim/tree_picture.h"
+#include "tests/support/planted_component.h"
 
 namespace kvsim::sim {
 namespace {
@@ -76,7 +77,8 @@ class NodeCounter final : public ExecutorObserver {
 };
 
 TEST(TreePicture, OneNodeStatementPerTreeNodeAtEveryOp) {
-  const AnyTrace t = read_trace(std::string(KVSIM_SOURCE_DIR) + "/traces/found-swa-fallback-anchor.trace.jsonl");
+  const AnyTrace t =
+      read_trace(std::string(KVSIM_SOURCE_DIR) + "/traces/found-swa-fallback-anchor.trace.jsonl");
   const size_t n_ops = t.ops.ops.size();
   ASSERT_GT(n_ops, 4u);
   size_t drawn_with_children = 0;
@@ -111,37 +113,17 @@ TEST(TreePicture, ViolationNodeIsParsedFromTheDetail) {
   EXPECT_EQ(violation_node({.invariant = "x", .detail = "no node named"}), std::nullopt);
 }
 
-// Breaks at the second split (as in planted_bug_test.cpp).
-class SecondSplitBug final : public TreeComponent {
- public:
-  ComponentType type() const override { return ComponentType::kMamba; }
-  std::string_view name() const override { return "planted"; }
-  std::unique_ptr<MatchValidator> make_validator() const override {
-    struct AcceptAll final : MatchValidator {
-      MatchVerdict visit(const TreeNode&) override { return {true, true}; }
-    };
-    return std::make_unique<AcceptAll>();
-  }
-  void acquire_lock(RadixTree&, TreeNode&, LockRecord&) override {}
-  void release_lock(RadixTree&, const LockRecord&) override {}
-  void on_split(TreeNode&, TreeNode&, size_t) override { ++splits_; }
-  void sanity_check(const RadixTree&, SanityReport& report) const override {
-    if (splits_ >= 2) report.add("planted.second_split", "the planted bug fired");
-  }
-
- private:
-  int splits_ = 0;
-};
+using testing::PlantedBugComponent;
 
 TEST(TreePicture, FailingRunIsDrawnAtItsFailure) {
   Scenario s = default_scenario();
   s.faults.enabled = false;
   TreeCapture capture(std::nullopt, "planted");
-  const RunResult r =
-      run_scenario(RunRequest{.scenario = &s, .seed = 1, .setup = [&](Executor& e) {
-                                e.cache().tree().add_component(std::make_unique<SecondSplitBug>());
-                                capture.attach(e);
-                              }});
+  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 1, .setup = [&](Executor& e) {
+                                                e.cache().tree().add_component(
+                                                    std::make_unique<PlantedBugComponent>());
+                                                capture.attach(e);
+                                              }});
   ASSERT_FALSE(r.ok());
   ASSERT_TRUE(capture.failure_dot().has_value());
   const Parsed p = parse_dot(*capture.failure_dot());
