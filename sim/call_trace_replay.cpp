@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "core/common/assert.h"
 #include "sim/json_reader.h"
@@ -309,11 +311,20 @@ bool call_replay_matches(const CallTrace& t, const CallReplay& r) {
 }
 
 // The same failure for shrinking: the same assertion and message with numbers blanked (a
-// message that names a node id names another id once earlier calls are dropped).
+// message that names a node id names another id once earlier calls are dropped), and the
+// asserting file named without its directories (a recording made in another checkout or
+// build layout names the same file by another path).
 std::string failure_key(const std::string& detail) {
+  std::string_view rest(detail);
+  const size_t colon = rest.find(':');  // "path/file.cpp:LINE: ..." names a location
+  if (colon != std::string_view::npos && colon + 1 < rest.size() && rest[colon + 1] >= '0' &&
+      rest[colon + 1] <= '9') {
+    const size_t slash = rest.substr(0, colon).rfind('/');
+    if (slash != std::string_view::npos) rest.remove_prefix(slash + 1);
+  }
   std::string key;
   bool in_number = false;
-  for (char ch : detail) {
+  for (char ch : rest) {
     const bool digit = ch >= '0' && ch <= '9';
     if (digit && !in_number) key += '#';
     if (!digit) key += ch;

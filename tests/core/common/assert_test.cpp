@@ -25,6 +25,18 @@ TEST(Assert, ThrowingHandlerNamesTheFailure) {
   KV_ASSERT(true, "never fires");
 }
 
+// Messages are recorded in traces and compared on replay, so the file is named from the source
+// root however the compiler was handed it (absolute, or relative under ccache's base_dir).
+TEST(Assert, NamesTheFileFromTheSourceRoot) {
+  ScopedThrowingAsserts asserts;
+  try {
+    KV_ASSERT(false, "fires");
+    FAIL() << "KV_ASSERT did not fire";
+  } catch (const AssertionFailure& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("tests/core/common/assert_test.cpp:", 0), 0u) << e.what();
+  }
+}
+
 TEST(Assert, ScopeRestoresThePreviousHandler) {
   const AssertHandler before = set_assert_handler(nullptr);
   set_assert_handler(before);
