@@ -128,7 +128,10 @@ std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - device_slots_->available_size();
-  if (shortfall > 0) evict(shortfall);
+  if (shortfall > 0) {
+    evict(shortfall);
+    note_eviction(tokens, device_slots_->available_size());
+  }
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
   if (slots) request_slots_->hold(*slots);
   return slots;
@@ -189,12 +192,14 @@ int64_t HiCache::write_backup(TreeNode& node) {
 
 int64_t HiCache::evict(int64_t device_tokens) {
   int64_t freed = 0;
+  last_victim_ = 0;
   while (freed < device_tokens) {
     TreeNode* victim = tree_->next_device_victim();
     if (victim == nullptr) {
       KV_PROBE(cache_evict_short);
       break;
     }
+    last_victim_ = victim->token_count();
     freed += victim->token_count();
     evict_device_victim(*victim);
   }

@@ -23,6 +23,13 @@
 //  6. [stream_lifetime] the backend saw no buffer reused while a copy still used it;
 //  6b.[prefetch.abandoned_with_free_memory] no prefetch was given up for lack of host memory
 //     while at least a threshold's worth of whole pages was free (seed 004);
+//  6c.[evict.over_eviction] an eviction made to fit an allocation stops once it fits: the
+//     free space it leaves beyond the allocation is smaller than its last victim (victims are
+//     whole nodes, so page rounding is within that tolerance);
+//  6d.[transfers.index_buffers_returned] no transfer index buffer outlives its copy's enqueue
+//     (CacheController::live_index_buffers() == 0 at every poll point);
+//  6e.[load_back.window_whole] after a load-back every component's state on the new anchor is
+//     on device: the whole SWA window ending there, the Mamba state of the anchor (KV_ASSERT);
 //  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
 //  plus every RadixTree invariant and each pool allocator's own check.
 #pragma once
@@ -94,6 +101,9 @@ struct HiCacheStats {
   int64_t storage_read_errors = 0;      // reads that failed (the page is kept)
   int64_t storage_write_failures = 0;   // set() failed; the backup stopped there
   int64_t storage_written_bytes = 0;    // bytes of pages set() accepted (deduplicated too)
+  // Tokens (slots) freed by evictions made to fit an allocation beyond its shortfall plus the
+  // last victim's size: always 0 on a correct core (sanity_check: "evict.over_eviction").
+  int64_t over_evicted_tokens = 0;
 };
 
 class HiCache {
@@ -223,6 +233,11 @@ class HiCache {
   int64_t evict_aux(ComponentType type, int64_t slots);
   void evict_device_victim(TreeNode& victim);
   void free_released(const ReleasedSlots& released);
+  // Invariant 6c: after evicting to fit `need` slots, `free_after` slots are free and the last
+  // victim freed `last_victim_`; counts the surplus when that victim was not needed.
+  void note_eviction(int64_t need, int64_t free_after);
+  // Invariant 6e: "" when every component's state at `anchor` is on device.
+  std::string check_load_back_window(TreeNode& anchor) const;
   std::optional<IndexVector> alloc_side_host(SidePool& pool, int64_t slots);
   std::vector<PoolTransfer> backup_transfers(TreeNode& node);
   void check_side_pools(SanityReport& report) const;
@@ -262,6 +277,7 @@ class HiCache {
   std::vector<PendingBackup> backups_;  // FIFO
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
+  int64_t last_victim_ = 0;  // slots the last victim of the latest eviction freed (6c)
   HiCacheStats stats_;
 };
 
