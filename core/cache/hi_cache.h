@@ -212,6 +212,13 @@ class HiCache {
 
   // Every invariant the core can see on its own.
   void sanity_check(SanityReport& report) const;
+  // Invariant 6e as a query: "" when every component's state at `anchor` is on device (the
+  // whole SWA window ending there, the anchor's Mamba state). init_load_back asserts it.
+  std::string check_load_back_window(TreeNode& anchor) const;
+  // Invariant 6c: called after evicting to fit an allocation of `need` slots, with `free_after`
+  // slots now free; counts the surplus when the latest eviction's last victim was not needed.
+  // Every allocation path of the core calls it; public so a planted allocator (a test) can too.
+  void note_eviction(int64_t need, int64_t free_after);
 
  private:
   struct PendingWrite {
@@ -233,11 +240,6 @@ class HiCache {
   int64_t evict_aux(ComponentType type, int64_t slots);
   void evict_device_victim(TreeNode& victim);
   void free_released(const ReleasedSlots& released);
-  // Invariant 6c: after evicting to fit `need` slots, `free_after` slots are free and the last
-  // victim freed `last_victim_`; counts the surplus when that victim was not needed.
-  void note_eviction(int64_t need, int64_t free_after);
-  // Invariant 6e: "" when every component's state at `anchor` is on device.
-  std::string check_load_back_window(TreeNode& anchor) const;
   std::optional<IndexVector> alloc_side_host(SidePool& pool, int64_t slots);
   std::vector<PoolTransfer> backup_transfers(TreeNode& node);
   void check_side_pools(SanityReport& report) const;
