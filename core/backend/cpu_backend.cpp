@@ -45,7 +45,7 @@ void CpuBackend::wait_event(StreamId stream, EventId event) {
 
 bool CpuBackend::query_event(EventId event) {
   if (!streams_.complete(event)) return false;  // never runs anything
-  ordering_.observe_event(event);                // the host now knows it landed
+  ordering_.observe_event(event);               // the host now knows it landed
   return true;
 }
 

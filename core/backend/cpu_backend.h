@@ -20,8 +20,8 @@
 // its block: refused, never performed), use_after_free (an op enqueued on a freed block, or
 // run on a released pinned block), unordered_read (an op reads bytes whose last writer is an
 // op on another stream that no event orders before it: cpu_ordering.h; decided at enqueue,
-// whatever order the driver then runs the streams in). Misuse of the API itself (unknown stream or event, a null
-// or forged Block, double free) is a programmer error: KV_ASSERT.
+// whatever order the driver then runs the streams in). Misuse of the API itself (unknown stream or
+// event, a null or forged Block, double free) is a programmer error: KV_ASSERT.
 //
 // Invariants:
 //  1. a stream's ops run in enqueue order, each exactly once, and only inside step();

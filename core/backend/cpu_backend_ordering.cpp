@@ -42,8 +42,10 @@ void CpuBackend::check_ordering(const CpuOp& op) {
   std::vector<Access> writes;
   switch (op.kind) {
     case CpuOpKind::kCopy:
-      reads.push_back({&op.touches[touch_role::kCopySrc], {{op.src_offset, op.src_offset + op.bytes}}});
-      writes.push_back({&op.touches[touch_role::kCopyDst], {{op.dst_offset, op.dst_offset + op.bytes}}});
+      reads.push_back(
+          {&op.touches[touch_role::kCopySrc], {{op.src_offset, op.src_offset + op.bytes}}});
+      writes.push_back(
+          {&op.touches[touch_role::kCopyDst], {{op.dst_offset, op.dst_offset + op.bytes}}});
       break;
     case CpuOpKind::kUpload: {
       const Touch& dst = op.touches[touch_role::kUploadDst];

@@ -97,7 +97,8 @@ void HiCache::sanity_check(SanityReport& report) const {
                                           "plus its last victim");
   }
   for (const BackendViolation& v : backend_.violations()) {
-    report.add("stream_lifetime", v.kind + ": " + v.detail);
+    report.add(v.kind == "unordered_read" ? "stream_ordering" : "stream_lifetime",
+               v.kind + ": " + v.detail);
   }
 }
 

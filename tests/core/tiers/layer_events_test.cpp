@@ -9,6 +9,13 @@
 namespace kvsim {
 namespace {
 
+size_t count_kind(const CpuBackend& b, const std::string& kind) {
+  size_t n = 0;
+  for (const BackendViolation& v : b.violations())
+    n += v.kind == kind ? 1 : 0;
+  return n;
+}
+
 TEST(LayerEvents, AMissingOrOutOfOrderLayerEventIsReported) {
   CpuBackend backend;
   LayerDoneCounter counter(3);
@@ -61,6 +68,42 @@ TEST_F(LayerEventsControllerTest, MainAndAuxOnlyLoadsRecordEveryLayer) {
   backend_.drain();
   EXPECT_EQ(controller_.poll_load_acks().size(), 2u);
   EXPECT_TRUE(backend_.violations().empty());
+}
+
+// The class of mutant 777 (issue 11): a side-pool load (a Mamba state) the forward does not
+// wait for. The state bytes may even be unchanged (reloaded into the slot they left), so only
+// the ordering shows it.
+TEST(OrderingSidePool, ReadingALoadedStateWithoutWaitingForItsLayerIsReported) {
+  for (const bool wait : {true, false}) {
+    ScopedThrowingAsserts asserts;
+    CpuBackend backend;
+    PagedSlotAllocator device_slots{Tier::kDevice, 32, 4};
+    PagedSlotAllocator host_slots{Tier::kHost, 32, 4};
+    DeviceKVPool device{backend, 36, 2, 8};
+    HostKVPool host{backend, 36, 2, 8, KVLayout::kPageFirst};
+    DeviceKVPool state_device{backend, 9, 2, 8};
+    HostKVPool state_host{backend, 9, 2, 8, KVLayout::kLayerFirst};
+    CacheController controller{backend, device, device_slots, host, host_slots, {.page_size = 4}};
+    controller.add_side_pool(PoolName::kMamba, state_device, state_host);
+    PoolTransfer state{.pool = PoolName::kMamba,
+                       .host_indices = IndexVector(Tier::kHost, {3}),
+                       .device_indices = IndexVector(Tier::kDevice, {5}),
+                       .nodes = {1}};
+    ASSERT_TRUE(controller.load(IndexVector(Tier::kHost, {}), 1, {state}));
+    const int producer = controller.start_loading();
+    LayerDoneCounter& counter = controller.layer_done_counter();
+    counter.set_consumer(producer);
+    Block out = backend.allocate(MemoryKind::kPinnedHost, 8, 0, "out");
+    const KVPoolView& v = state_device.view();
+    for (int32_t layer = 0; layer < v.layer_count; ++layer) {
+      if (wait) counter.wait_until(backend, backend.compute_stream(), layer);
+      backend.copy_async(backend.compute_stream(), out, 0, v.block, v.offset(layer, 5), 8,
+                         "forward reads the state");
+    }
+    backend.drain();
+    EXPECT_EQ(count_kind(backend, "unordered_read"), wait ? 0u : 2u) << "wait=" << wait;
+    backend.free(out);
+  }
 }
 
 }  // namespace
