@@ -20,7 +20,7 @@ std::string site(const SimViolation& v) {
 
 bool uses_rid(OpKind k) {
   return k != OpKind::kPoll && k != OpKind::kStep && k != OpKind::kStorage && k != OpKind::kTick &&
-         k != OpKind::kFlush && k != OpKind::kLiveness;
+         k != OpKind::kFlush && k != OpKind::kLiveness && k != OpKind::kInject;
 }
 
 class Shrinker {
