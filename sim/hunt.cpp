@@ -29,15 +29,16 @@ struct UnitResult {
   int64_t ops = 0;
   std::vector<std::string> features;
   std::array<uint64_t, kFaultSites> faults{};
-  std::vector<uint64_t> probes;  // hits per declared probe, declaration order
+  std::vector<uint64_t> probes;  // per declared probe, in declaration order
   std::optional<SimViolation> violation;
   std::string trace;
 };
 
 nlohmann::json to_json(const UnitResult& u) {
-  nlohmann::json j = {{"unit", u.unit},     {"swarm", u.swarm},   {"source", u.source},
-                      {"seed", u.seed},     {"ops", u.ops},       {"features", u.features},
-                      {"faults", u.faults}, {"probes", u.probes}, {"trace", u.trace}};
+  nlohmann::json j = {{"unit", u.unit},     {"swarm", u.swarm}, {"source", u.source},
+                      {"seed", u.seed},     {"ops", u.ops},     {"features", u.features},
+                      {"faults", u.faults}, {"trace", u.trace}};
+  j["probes"] = u.probes;
   if (u.violation) {
     j["invariant"] = u.violation->invariant;
     j["detail"] = u.violation->detail;
@@ -127,9 +128,12 @@ class Collector {
     }
     for (size_t i = 0; i < kFaultSites; ++i)
       report_.faults_fired[i] += u.faults[i];
-    report_.probes.resize(std::max(report_.probes.size(), u.probes.size()));
-    for (size_t i = 0; i < u.probes.size(); ++i)
-      report_.probes[i] += u.probes[i];
+    if (report_.probes.empty()) {
+      for (const probes::Info& p : probes::all())
+        report_.probes.push_back(probes::Count{p.name, 0});
+    }
+    for (size_t i = 0; i < report_.probes.size() && i < u.probes.size(); ++i)
+      report_.probes[i].count += u.probes[i];
     if (u.violation && report_.failures.size() < options_.failures) {
       report_.failures.push_back(HuntFailure{.unit = u.unit,
                                              .source = u.source,
@@ -348,10 +352,10 @@ nlohmann::json hunt_json(const HuntReport& r) {
   }
   nlohmann::json probe_hits = nlohmann::json::object();
   size_t reached = 0;
-  for (size_t i = 0; i < r.probes.size() && i < probes::kCount; ++i) {
-    if (r.probes[i] == 0) continue;
+  for (const probes::Count& c : r.probes) {
+    if (c.count == 0) continue;
     ++reached;
-    probe_hits[std::string(probes::all()[i].name)] = r.probes[i];
+    probe_hits[std::string(c.name)] = c.count;
   }
   return nlohmann::json{
       {"hunt",
@@ -404,16 +408,7 @@ std::string hunt_text(const HuntReport& r) {
                   static_cast<unsigned long long>(r.faults_fired[i]));
     out += buf;
   }
-  size_t reached = 0;
-  for (uint64_t n : r.probes)
-    reached += n > 0 ? 1 : 0;
-  std::snprintf(buf, sizeof buf, "\n  code probes: %zu of %zu reached", reached, probes::kCount);
-  out += buf;
-  std::string never;
-  for (size_t i = 0; i < probes::kCount; ++i) {
-    if (i >= r.probes.size() || r.probes[i] == 0) never += " " + std::string(probes::all()[i].name);
-  }
-  if (!never.empty() && reached > 0) out += "; never:" + never;
+  // Code probes: the caller prints the probe report (tools/kvsim/probe_report.h).
   out += "\n";
   if (r.failures.empty()) {
     out += "  no violation found\n";

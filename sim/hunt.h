@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/common/probe.h"
 #include "sim/executor.h"
 #include "sim/faults.h"
 #include "sim/scenario.h"
@@ -73,7 +74,7 @@ struct HuntReport {
   std::map<std::string, uint64_t> features;   // swarm configurations by feature
   std::map<std::string, uint64_t> scenarios;  // named-scenario units by name
   std::array<uint64_t, kFaultSites> faults_fired{};
-  std::vector<uint64_t> probes;       // code probe hits (core/common/probe.h), declaration order
+  probes::Snapshot probes;            // code probes reached, summed over units (docs/probes.md)
   std::vector<HuntFailure> failures;  // by unit index
 };
 

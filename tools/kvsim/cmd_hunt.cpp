@@ -6,6 +6,7 @@
 
 #include "sim/hunt.h"
 #include "sim/json_reader.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
 namespace {
@@ -59,10 +60,13 @@ int hunt_command(const HuntCommand& c) {
       throw sim::InputError("--time-budget: must be positive unless --units is given");
     }
     const sim::HuntReport r = sim::run_hunt(o);
+    const probes::Snapshot reached = r.probes.empty() ? probes::snapshot() : r.probes;
     if (c.json) {
       std::printf("%s\n", sim::hunt_json(r).dump().c_str());
+      std::printf("%s\n", probe_report_json(reached, r.units).dump().c_str());
     } else {
       std::printf("%s", sim::hunt_text(r).c_str());
+      std::printf("%s", probe_report_text(reached, r.units).c_str());
     }
     return r.failures.empty() ? 0 : 1;
   } catch (const sim::InputError& e) {
