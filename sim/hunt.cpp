@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "core/common/probe.h"
 #include "sim/json_reader.h"
@@ -32,6 +33,7 @@ struct UnitResult {
   std::vector<uint64_t> probes;  // per declared probe, in declaration order
   std::optional<SimViolation> violation;
   std::string trace;
+  std::string hang_scenario;  // parent-side only (hang_result)
 };
 
 nlohmann::json to_json(const UnitResult& u) {
@@ -144,7 +146,8 @@ class Collector {
                                              .wall_s = clock_.elapsed(),
                                              .units_tried = report_.units,
                                              .ops_before = report_.ops,
-                                             .trace = u.trace});
+                                             .trace = u.trace,
+                                             .hang_scenario = u.hang_scenario});
     }
     return report_.failures.size() >= options_.failures;
   }
@@ -181,20 +184,47 @@ void run_in_process(const HuntOptions& o, HuntReport& report, const Clock& clock
   }
 }
 
-[[noreturn]] void worker(const HuntOptions& o, int k, int fd, const Clock& clock) {
-  for (uint64_t i = static_cast<uint64_t>(k);; i += static_cast<uint64_t>(o.jobs)) {
+void write_line(int fd, const std::string& line) {
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0);  // the parent has gone (it stopped the hunt)
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Runs units first, first + jobs, ...: announces each ({"start": i}) so the parent can time
+// it, then sends its result.
+[[noreturn]] void worker(const HuntOptions& o, uint64_t first, int fd, const Clock& clock) {
+  for (uint64_t i = first;; i += static_cast<uint64_t>(o.jobs)) {
     if (units_done(o, i) || out_of_time(o, clock)) break;
-    const std::string line = to_json(run_unit(o, i)).dump() + "\n";
-    size_t done = 0;
-    while (done < line.size()) {
-      const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) _exit(0);  // the parent has gone (it stopped the hunt)
-      done += static_cast<size_t>(n);
-    }
+    write_line(fd, nlohmann::json{{"start", i}}.dump() + "\n");
+    write_line(fd, to_json(run_unit(o, i)).dump() + "\n");
   }
   ::close(fd);
   _exit(0);
+}
+
+// The failure of a unit that ran past its allowance: its scenario is written for a rerun.
+UnitResult hang_result(const HuntOptions& o, uint64_t index, double ran_s) {
+  const HuntUnit h = hunt_unit(o, index);
+  UnitResult u;
+  u.unit = index;
+  u.swarm = h.swarm;
+  u.source = h.scenario.name;
+  u.seed = h.seed;
+  if (h.swarm) u.features = features(h.scenario);
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "unit ran %.1f s, past its time allowance of %.1f s (worker killed; no op trace)",
+                ran_s, o.unit_timeout_s);
+  u.violation = SimViolation{"hang", buf, 0};
+  u.hang_scenario = trace_path(o, u.source, h.seed, ".hang.scenario.json");
+  std::ofstream f(u.hang_scenario);
+  f << to_json(h.scenario).dump(2) << "\n";
+  if (!f) throw InputError("--trace-dir: cannot write " + u.hang_scenario);
+  return u;
 }
 
 void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
@@ -202,24 +232,29 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
     pid_t pid = -1;
     int fd = -1;
     std::string buffer;
+    int64_t current = -1;  // the unit it runs (-1: between units)
+    double started = 0;    // when that unit started (hunt wall time)
   };
   std::vector<Worker> workers(static_cast<size_t>(o.jobs));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  for (int k = 0; k < o.jobs; ++k) {
+  auto start = [&](size_t k, uint64_t first) {
+    std::fflush(stdout);
+    std::fflush(stderr);
     int fds[2];
     if (::pipe(fds) != 0) throw InputError("hunt: cannot create a pipe for worker processes");
     const pid_t pid = ::fork();
     if (pid < 0) throw InputError("hunt: cannot start worker processes");
     if (pid == 0) {
       ::close(fds[0]);
-      for (int j = 0; j < k; ++j)
-        ::close(workers[static_cast<size_t>(j)].fd);
-      worker(o, k, fds[1], clock);
+      for (size_t j = 0; j < workers.size(); ++j) {
+        if (j != k && workers[j].fd >= 0) ::close(workers[j].fd);
+      }
+      worker(o, first, fds[1], clock);
     }
     ::close(fds[1]);
-    workers[static_cast<size_t>(k)] = Worker{pid, fds[0], {}};
-  }
+    workers[k] = Worker{pid, fds[0], {}, -1, 0};
+  };
+  for (size_t k = 0; k < workers.size(); ++k)
+    start(k, k);
   Collector collect(o, report, clock);
   std::vector<UnitResult> pending;
   bool enough = false;
@@ -232,6 +267,28 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
       if (w.fd >= 0) fds.push_back(pollfd{w.fd, POLLIN, 0});
     }
     if (fds.empty() || enough) break;
+    // A unit past its allowance is a failure ("hang"), not a unit the hunt drops: its worker
+    // is killed and a fresh one goes on with that worker's next units.
+    for (size_t k = 0; k < workers.size() && !enough && o.unit_timeout_s > 0; ++k) {
+      Worker& w = workers[k];
+      const double ran = clock.elapsed() - w.started;
+      if (w.fd < 0 || w.current < 0 || ran <= o.unit_timeout_s) continue;
+      ::kill(w.pid, SIGKILL);
+      ::close(w.fd);
+      int status = 0;
+      ::waitpid(w.pid, &status, 0);
+      const auto unit = static_cast<uint64_t>(w.current);
+      w = Worker{};
+      enough = collect.add(hang_result(o, unit, ran));
+      const uint64_t next = unit + static_cast<uint64_t>(o.jobs);
+      if (!enough && !units_done(o, next) && !out_of_time(o, clock)) start(k, next);
+    }
+    if (enough) break;
+    fds.clear();
+    for (const Worker& w : workers) {
+      if (w.fd >= 0) fds.push_back(pollfd{w.fd, POLLIN, 0});
+    }
+    if (fds.empty()) break;
     if (hard_stop > 0 && clock.elapsed() > hard_stop) break;
     if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
     for (Worker& w : workers) {
@@ -254,11 +311,19 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
       while ((nl = w.buffer.find('\n')) != std::string::npos) {
         const std::string line = w.buffer.substr(0, nl);
         w.buffer.erase(0, nl + 1);
-        if (!enough) enough = collect.add(unit_from_json(nlohmann::json::parse(line)));
+        const nlohmann::json j = nlohmann::json::parse(line);
+        if (j.contains("start")) {
+          w.current = j.at("start").get<int64_t>();
+          w.started = clock.elapsed();
+          continue;
+        }
+        w.current = -1;
+        if (!enough) enough = collect.add(unit_from_json(j));
       }
     }
   }
   for (Worker& w : workers) {
+    if (w.pid < 0) continue;
     if (w.fd >= 0) {
       ::kill(w.pid, SIGKILL);
       ::close(w.fd);
@@ -305,7 +370,7 @@ HuntReport run_hunt(const HuntOptions& options) {
   report.seed = options.seed;
   report.jobs = options.jobs;
   const Clock clock;
-  if (options.jobs == 1 && options.time_budget_s <= 0) {
+  if (options.jobs == 1 && options.time_budget_s <= 0 && options.unit_timeout_s <= 0) {
     run_in_process(options, report, clock);
   } else {
     run_workers(options, report, clock);
@@ -315,6 +380,7 @@ HuntReport run_hunt(const HuntOptions& options) {
   report.wall_s = clock.elapsed();
   if (options.shrink) {
     for (HuntFailure& f : report.failures) {
+      if (f.trace.empty()) continue;  // a hang: no op trace to shrink
       const AnyTrace t = read_trace(f.trace);
       const ShrinkResult s =
           shrink_trace(t.ops, {.max_replays = options.shrink_replays, .setup = options.setup});
@@ -331,6 +397,9 @@ nlohmann::json hunt_json(const HuntReport& r) {
   nlohmann::json failures = nlohmann::json::array();
   for (const HuntFailure& f : r.failures) {
     const std::string& replay = f.shrunk_trace.empty() ? f.trace : f.shrunk_trace;
+    const std::string rerun = f.hang_scenario.empty() ? "kvsim replay " + replay
+                                                      : "kvsim run " + f.hang_scenario +
+                                                            " --seed " + std::to_string(f.seed);
     failures.push_back({{"unit", f.unit},
                         {"source", f.source},
                         {"seed", f.seed},
@@ -343,7 +412,7 @@ nlohmann::json hunt_json(const HuntReport& r) {
                         {"trace", f.trace},
                         {"shrunk_trace", f.shrunk_trace},
                         {"shrunk_ops", f.shrunk_ops},
-                        {"replay", "kvsim replay " + replay}});
+                        {"replay", rerun}});
   }
   nlohmann::json faults = nlohmann::json::object();
   for (size_t i = 0; i < kFaultSites; ++i) {
@@ -422,13 +491,18 @@ std::string hunt_text(const HuntReport& r) {
                   static_cast<unsigned long long>(f.unit), f.source.c_str(),
                   static_cast<unsigned long long>(f.seed), f.invariant.c_str(), f.detail.c_str());
     out += buf;
-    out += "    trace: " + f.trace + "\n";
+    if (!f.trace.empty()) out += "    trace: " + f.trace + "\n";
     if (!f.shrunk_trace.empty()) {
       std::snprintf(buf, sizeof buf, "    shrunk to %zu ops: %s\n", f.shrunk_ops,
                     f.shrunk_trace.c_str());
       out += buf;
     }
-    out += "    replay: kvsim replay " + (f.shrunk_trace.empty() ? f.trace : f.shrunk_trace) + "\n";
+    if (!f.hang_scenario.empty()) {
+      out += "    rerun: kvsim run " + f.hang_scenario + " --seed " + std::to_string(f.seed) + "\n";
+    } else {
+      out +=
+          "    replay: kvsim replay " + (f.shrunk_trace.empty() ? f.trace : f.shrunk_trace) + "\n";
+    }
   }
   return out;
 }

@@ -7,7 +7,8 @@
 // Determinism: which units run, and what each one does, depend on the base seed only; the wall
 // clock decides only how far the hunt gets (it never enters a simulated run). With jobs > 1 the
 // units are dealt to worker processes (unit i to worker i mod jobs): processes, not threads,
-// because the core's assertion handler is process-global.
+// because the core's assertion handler is process-global. A unit that outlives its time
+// allowance (unit_timeout_s) is a failure of kind "hang", never silently dropped.
 #pragma once
 
 #include <array>
@@ -35,6 +36,10 @@ struct HuntOptions {
   std::string trace_dir = ".";
   bool shrink = true;
   size_t shrink_replays = 5000;
+  // A unit (one seed's run) that runs longer than this many wall seconds is a failure of kind
+  // "hang": its worker is killed, the unit's scenario is written for a rerun, and the hunt goes on
+  // with a fresh worker. 0 = no allowance (then a lone hunt without a budget runs in process).
+  double unit_timeout_s = 0;
   std::vector<Scenario> named;  // the named scenarios, in round-robin order
   ExecutorSetup setup;          // test hook: applied to every run and every shrink replay
 };
@@ -61,6 +66,8 @@ struct HuntFailure {
   std::string trace;         // the failing op trace
   std::string shrunk_trace;  // "" with shrinking off or when it did not reproduce
   size_t shrunk_ops = 0;
+  // A hang (no op trace: the run never ended): the unit's scenario, for `kvsim run FILE --seed`.
+  std::string hang_scenario;
 };
 
 struct HuntReport {

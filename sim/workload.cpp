@@ -15,7 +15,8 @@ constexpr Token kVocab = kPromptVocab;
 // `n` generated tokens below `vocab`, appended to `out`, and the recipe segment that
 // reproduces them.
 PromptSegment random_tokens(Rng& rng, int64_t n, int64_t vocab, std::vector<Token>& out) {
-  PromptSegment seg{.kind = PromptSegment::Kind::kRng, .value = rng.state(), .n = n, .vocab = vocab};
+  PromptSegment seg{
+      .kind = PromptSegment::Kind::kRng, .value = rng.state(), .n = n, .vocab = vocab};
   for (int64_t i = 0; i < n; ++i)
     out.push_back(static_cast<Token>(rng.below(static_cast<uint64_t>(vocab))));
   return seg;

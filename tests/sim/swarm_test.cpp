@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
@@ -322,6 +324,54 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
   ASSERT_TRUE(again.violation.has_value());
   EXPECT_EQ(again.violation->invariant, two.failures.front().invariant);
   EXPECT_EQ(again.stats.ops, two.failures.front().ops);
+}
+
+// A planted endless loop (a test hook, not a core change): the run stops making progress at
+// its 50th op, as a mutant that loops forever would.
+class EndlessLoop final : public ExecutorObserver {
+ public:
+  void before_op(size_t index, const Op&) override {
+    while (index >= 50)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  void after_op(size_t, const Op&, const OpOutcome&) override {}
+  void on_fault(std::string_view) override {}
+};
+
+TEST(Hunt, AUnitPastItsAllowanceIsAHangFailureNotDropped) {
+  HuntOptions o = small_hunt();
+  o.named.clear();
+  o.max_units = 4;
+  o.shrink = false;
+  o.unit_timeout_s = 1.0;
+  // Without the loop, the same hunt finishes its units cleanly within the allowance.
+  const HuntReport clean = run_hunt(o);
+  EXPECT_TRUE(clean.failures.empty());
+  EXPECT_EQ(clean.units, 4u);
+  static EndlessLoop loop;
+  o.setup = [](Executor& e) {
+    if (e.scenario().cache.page_size > 1) e.set_observer(&loop);  // some units only
+  };
+  o.max_units = 40;
+  const HuntReport r = run_hunt(o);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.stopped, "failures");
+  const HuntFailure& f = r.failures.front();
+  EXPECT_EQ(f.invariant, "hang");
+  EXPECT_TRUE(f.trace.empty());
+  // The first unit that loops is the one reported (units before it finished and were counted).
+  uint64_t first = 0;
+  while (hunt_unit(o, first).scenario.cache.page_size <= 1)
+    ++first;
+  EXPECT_EQ(f.unit, first);
+  EXPECT_EQ(r.units, first + 1);
+  EXPECT_EQ(f.seed, o.seed + first);
+  // The written scenario and seed rerun the unit: the same configuration.
+  ASSERT_FALSE(f.hang_scenario.empty());
+  const Scenario again = load_scenario(f.hang_scenario);
+  EXPECT_EQ(to_json(again), to_json(hunt_unit(o, first).scenario));
+  EXPECT_EQ(hunt_json(r)["hunt"]["failures"][0]["replay"],
+            "kvsim run " + f.hang_scenario + " --seed " + std::to_string(f.seed));
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ int hunt_command(const HuntCommand& c) {
     o.jobs = c.jobs;
     o.trace_dir = c.trace_dir;
     o.shrink = !c.no_shrink;
+    o.unit_timeout_s = c.unit_timeout_s;
     const std::string dir = scenarios_dir(c.scenarios);
     if (!dir.empty()) o.named = named_scenarios(dir);
     if (o.time_budget_s <= 0 && o.max_units == 0) {

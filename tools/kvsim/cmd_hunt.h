@@ -15,7 +15,8 @@ struct HuntCommand {
   bool json = false;
   std::string trace_dir = ".";
   bool no_shrink = false;
-  uint64_t units = 0;     // stop after this many units (0 = only the budget and failures)
+  double unit_timeout_s = 30;  // a unit running longer is a "hang" failure (0 = no allowance)
+  uint64_t units = 0;          // stop after this many units (0 = only the budget and failures)
   std::string scenarios;  // folder of named scenarios ("" = ./scenarios, else the source tree's)
 };
 

@@ -210,6 +210,12 @@ int main(int argc, char** argv) {
   hunt_cmd->add_option("--trace-dir", hunt.trace_dir, "Folder for failing and shrunk traces")
       ->capture_default_str();
   hunt_cmd->add_flag("--no-shrink", hunt.no_shrink, "Do not shrink failures");
+  hunt_cmd
+      ->add_option(
+          "--unit-timeout", hunt.unit_timeout_s,
+          "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)");
   hunt_cmd->add_option("--scenarios", hunt.scenarios,
                        "Folder of named scenarios (default: ./scenarios, else the source tree's)");
