@@ -44,8 +44,12 @@ void CpuBackend::wait_event(StreamId stream, EventId event) {
 }
 
 bool CpuBackend::query_event(EventId event) {
+  if (delayed_queries_ > 0) [[unlikely]] {
+    --delayed_queries_;
+    return false;
+  }
   if (!streams_.complete(event)) return false;  // never runs anything
-  ordering_.observe_event(event);               // the host now knows it landed
+  ordering_.observe_event(event);                // the host now knows it landed
   return true;
 }
 
