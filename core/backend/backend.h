@@ -103,7 +103,9 @@ struct KVTransfer {
 // compute-sanitizer is its checker). Stable `kind` names:
 //   "reuse_while_in_flight"  an op ran after a block it uses was handed to a new owner;
 //   "illegal_address"        an op's index or range fell outside the block it addresses;
-//   "use_after_free"         an op was enqueued on a block that had already been freed.
+//   "use_after_free"         an op was enqueued on a block that had already been freed;
+//   "unordered_read"         an op reads bytes whose last writer, on another stream, is not
+//                            ordered before it by an event wait or an observed completion.
 struct BackendViolation {
   std::string kind;
   std::string detail;  // names both operations involved
