@@ -49,7 +49,7 @@ bool CpuBackend::query_event(EventId event) {
     return false;
   }
   if (!streams_.complete(event)) return false;  // never runs anything
-  ordering_.observe_event(event);                // the host now knows it landed
+  ordering_.observe_event(event);               // the host now knows it landed
   return true;
 }
 
