@@ -87,7 +87,14 @@ class IntBuffer {
     py::object src = py::reinterpret_borrow<py::object>(obj);
     if (!PyObject_CheckBuffer(src.ptr())) {
       if (py::hasattr(src, "numpy") && py::hasattr(src, "dtype")) {
-        src = src.attr("numpy")();  // torch CPU tensor: a numpy view, no copy
+        // A torch tensor: a CPU one gives a numpy view (no copy); another device's is copied
+        // to the host first (.cpu()), as a caller would have to.
+        try {
+          src = src.attr("numpy")();
+        } catch (py::error_already_set&) {
+          if (!py::hasattr(src, "cpu")) throw;
+          src = src.attr("cpu")().attr("numpy")();
+        }
       } else {
         throw py::type_error(std::string(what) +
                              ": expected a 1-D integer buffer (numpy, array.array, torch CPU "
@@ -167,6 +174,31 @@ class IntBuffer {
   size_t size_ = 0;
 };
 
+// Narrows n int64 tokens into dst; returns the OR of what the narrowing lost (0: all fit).
+// One pass, vectorised (AVX2 where the CPU has it, chosen at load time; -O3 for the module).
+__attribute__((target_clones("avx2", "default"))) uint64_t narrow(const int64_t* src, size_t n,
+                                                                  Token* dst) {
+  uint64_t lost = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Token t = static_cast<Token>(src[i]);
+    lost |= static_cast<uint64_t>(src[i] ^ static_cast<int64_t>(t));
+    dst[i] = t;
+  }
+  return lost;
+}
+
+// Copies n slot indices into dst; returns the OR of them all (negative: some index is).
+template <typename T>
+__attribute__((target_clones("avx2", "default"))) int64_t copy_slots(const T* src, size_t n,
+                                                                     int64_t* dst) {
+  int64_t all = 0;
+  for (size_t i = 0; i < n; ++i) {
+    dst[i] = src[i];
+    all |= src[i];
+  }
+  return all;
+}
+
 // Tokens as the core's 32-bit Token: in place for int32 input, range-checked copy otherwise.
 class Tokens {
  public:
@@ -175,36 +207,30 @@ class Tokens {
       span_ = std::span<const Token>(buf_.data32(), buf_.size());
       return;
     }
-    // Two vectorisable passes: the range check, then the narrowing copy.
+    // One vectorisable pass (the module is built with -O3): narrow every token and OR
+    // together what the narrowing lost; only a failing batch looks for the offending index.
     const int64_t* src = buf_.data64();
     const size_t n = buf_.size();
-    int64_t lo = 0;
-    int64_t hi = 0;
-    for (size_t i = 0; i < n; ++i) {
-      lo = std::min(lo, src[i]);
-      hi = std::max(hi, src[i]);
-    }
-    if (lo < std::numeric_limits<Token>::min() || hi > std::numeric_limits<Token>::max()) {
+    copy_.reset(new Token[n]);  // no zero fill: narrow() writes every element once
+    Token* dst = copy_.get();
+    const uint64_t lost = narrow(src, n, dst);
+    if (lost != 0) {
       for (size_t i = 0; i < n; ++i) {
-        if (src[i] < std::numeric_limits<Token>::min() ||
-            src[i] > std::numeric_limits<Token>::max()) {
+        if (src[i] != static_cast<int64_t>(static_cast<Token>(src[i]))) {
           throw py::value_error(std::string(what) + "[" + std::to_string(i) +
                                 "] = " + std::to_string(src[i]) +
                                 " does not fit in kvsim's 32-bit token id");
         }
       }
     }
-    copy_.reserve(n);  // no zero fill: the narrowing copy writes every element once
-    std::transform(src, src + n, std::back_inserter(copy_),
-                   [](int64_t t) { return static_cast<Token>(t); });
-    span_ = copy_;
+    span_ = std::span<const Token>(dst, n);
   }
   std::span<const Token> span() const { return span_; }
   size_t size() const { return span_.size(); }
 
  private:
   IntBuffer buf_;
-  std::vector<Token> copy_;
+  std::unique_ptr<Token[]> copy_;
   std::span<const Token> span_;
 };
 
@@ -228,6 +254,7 @@ struct PyLock {
   LockRecord record;
   NodeId node = 0;
   int64_t call = -1;  // index of the lock call in the recording, -1 when not recorded
+  int64_t delta = 0;  // change of evictable_size() the lock made (<= 0), SGLang's delta
 };
 
 class PyTree;
@@ -338,18 +365,11 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
-    std::vector<SlotIndex> slots;
-    slots.reserve(n);
-    int64_t lowest = 0;
-    if (value.data64() != nullptr) {
-      slots.assign(value.data64(), value.data64() + n);
-    } else {
-      for (size_t i = 0; i < n; ++i)
-        slots.push_back(value.at(i));
-    }
-    for (size_t i = 0; i < n; ++i)
-      lowest = std::min(lowest, slots[i]);
-    if (lowest < 0) {
+    std::vector<SlotIndex> slots(n);
+    const int64_t any_negative = value.data64() != nullptr
+                                     ? copy_slots(value.data64(), n, slots.data())
+                                     : copy_slots(value.data32(), n, slots.data());
+    if (any_negative < 0) {
       const auto bad = static_cast<size_t>(
           std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
           slots.begin());
@@ -394,7 +414,9 @@ class PyTree {
         }
       }
       on_fail_ = sim::CallKind::kLock;
+      const int64_t before = tree_->evictable_size();
       out.record = tree_->lock(*node);
+      out.delta = tree_->evictable_size() - before;
       out.node = node_id;
       stats_.lock_calls += 1;
       if (out.call >= 0 && recording()) {
@@ -406,13 +428,17 @@ class PyTree {
     return out;
   }
 
-  void unlock(const PyLock& lock) {
+  // -> the change of evictable_size() (>= 0), SGLang's dec_lock_ref delta.
+  int64_t unlock(const PyLock& lock) {
+    int64_t delta = 0;
     run(0, [&] {
       const bool rec = recording() && lock.call >= 0;
       if (recording() && !rec) stop_recording();
       if (rec) rec_->begin_lock(true, lock.call);
       on_fail_ = sim::CallKind::kUnlock;
+      const int64_t before = tree_->evictable_size();
       tree_->unlock(lock.record);
+      delta = tree_->evictable_size() - before;
       stats_.unlock_calls += 1;
       if (rec && recording()) {
         const sim::CallOutcome none;
@@ -420,6 +446,7 @@ class PyTree {
         end_if_bound();
       }
     });
+    return delta;
   }
 
   // Frees at least `tokens` device tokens (whole LRU leaves), as SGLang's RadixCache.evict.
@@ -678,6 +705,9 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyLock>(m, "Lock", "A lock taken by RadixTree.lock; pass it back to unlock.")
       .def_property_readonly("node", [](const PyLock& l) { return l.node; })
+      .def_property_readonly(
+          "delta", [](const PyLock& l) { return l.delta; },
+          "change of evictable_size() the lock made (<= 0)")
       .def("__repr__",
            [](const PyLock& l) { return "<kvsim.Lock node=" + std::to_string(l.node) + ">"; });
 
@@ -701,7 +731,8 @@ PYBIND11_MODULE(_core, m) {
       .def("insert", &PyTree::insert, py::arg("tokens"), py::arg("value"), py::arg("namespace") = 0,
            "-> (prefix_len, last node id); the caller frees value[protected:prefix_len]")
       .def("lock", &PyTree::lock, py::arg("node"))
-      .def("unlock", &PyTree::unlock, py::arg("lock"))
+      .def("unlock", &PyTree::unlock, py::arg("lock"),
+           "-> change of evictable_size() the unlock made (>= 0)")
       .def("evict", &PyTree::evict, py::arg("num_tokens"), py::arg("with_paths") = false)
       .def("evictable_size", &PyTree::evictable_size)
       .def("protected_size", &PyTree::protected_size)
