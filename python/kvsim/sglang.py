@@ -21,9 +21,10 @@ import sys
 from array import array
 from typing import Any, Dict, List, Optional
 
-import numpy as np
-
 import kvsim
+
+# numpy is imported where it is used (it is a dependency of the calls, not of the import):
+# `import kvsim, kvsim.sglang` works in any Python 3 that can load the module.
 
 __all__ = ["KvsimRadixCache", "KvsimNode", "page_hashes", "hash_to_int64", "SGLANG_REVISION"]
 
@@ -36,6 +37,8 @@ _SUPPORTED_POLICIES = ("lru", "lfu")
 def page_hashes(tokens, page_size: int, prior: Optional[bytes] = None) -> List[str]:
     """SGLang's position-aware page hash chain (mem_cache/utils.py get_hash_str): page k is
     SHA-256(digest of page k-1 || page k's tokens as little-endian uint32), hex strings."""
+    import numpy as np
+
     a = np.asarray(tokens, dtype=np.int64).astype("<u4").tobytes()
     out = []
     step = 4 * page_size
@@ -152,6 +155,7 @@ class KvsimNode:
 
 def _build_class():
     """Builds KvsimRadixCache on SGLang's BasePrefixCache (imported now, not at import time)."""
+    import numpy as np
     from sglang.srt.mem_cache import base_prefix_cache as bpc
 
     try:
