@@ -18,9 +18,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -257,6 +259,63 @@ struct PyLock {
   int64_t delta = 0;  // change of evictable_size() the lock made (<= 0), SGLang's delta
 };
 
+// The recorders a SIGTERM / SIGABRT handler flushes: a fixed table of atomic pointers, so the
+// handler takes no lock and allocates nothing (recorder.h, signal_flush()). A process with more
+// than kSignalSlots recording trees at once flushes only the first ones on a signal.
+constexpr size_t kSignalSlots = 256;
+std::atomic<CallRecorder*> g_signal_recorders[kSignalSlots];
+struct sigaction g_previous_term;
+struct sigaction g_previous_abrt;
+std::once_flag g_signals_once;
+
+extern "C" void kvsim_flush_on_signal(int sig, siginfo_t* info, void* context) {
+  for (auto& slot : g_signal_recorders) {
+    if (CallRecorder* r = slot.load()) r->signal_flush();
+  }
+  // Then what would have happened without kvsim: the previous handler, or the default action.
+  const struct sigaction& prev = sig == SIGTERM ? g_previous_term : g_previous_abrt;
+  if ((prev.sa_flags & SA_SIGINFO) != 0) {
+    if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (prev.sa_handler == SIG_IGN) return;
+  if (prev.sa_handler == SIG_DFL) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);  // blocked until this handler returns, then the default action
+    return;
+  }
+  prev.sa_handler(sig);
+}
+
+// Installed once, when the first recording starts (KVSIM_RECORD_SIGNALS=0: not at all).
+void install_signal_flush() {
+  std::call_once(g_signals_once, [] {
+    if (const char* env = std::getenv("KVSIM_RECORD_SIGNALS"); env != nullptr && env[0] == '0')
+      return;
+    struct sigaction sa {};
+    sa.sa_sigaction = &kvsim_flush_on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &g_previous_term);
+    sigaction(SIGABRT, &sa, &g_previous_abrt);
+  });
+}
+void watch_on_signal(CallRecorder* r) {
+  for (auto& slot : g_signal_recorders) {
+    CallRecorder* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, r)) return;
+  }
+}
+void unwatch_on_signal(CallRecorder* r) {
+  for (auto& slot : g_signal_recorders) {
+    CallRecorder* mine = r;
+    if (slot.compare_exchange_strong(mine, nullptr)) return;
+  }
+}
+
 class PyTree;
 // Trees with an open recording, closed at interpreter exit (kvsim/__init__.py's atexit hook).
 std::mutex g_recording_mu;
@@ -298,11 +357,16 @@ class PyTree {
       }
       rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
                                             record_max_calls);
+      install_signal_flush();
+      watch_on_signal(rec_.get());
       std::lock_guard<std::mutex> g(g_recording_mu);
       g_recording.insert(this);
     }
   }
-  ~PyTree() { close_recording(); }
+  ~PyTree() {
+    close_recording();
+    if (rec_) unwatch_on_signal(rec_.get());
+  }
 
   // Ends the recording with its footer (idempotent).
   void close_recording() {
@@ -465,7 +529,7 @@ class PyTree {
       stats_.evicted_tokens += done;
       stats_.evicted_nodes += static_cast<int64_t>(ev.nodes.size());
       if (recording()) {
-        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots)};
+        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots, sim::kSlotsHashLatest)};
         rec_->finish_call(sim::CallKind::kEvict, &out);
         for (const auto& [id, n] : ev.nodes)
           rec_->forget(id);
