@@ -88,7 +88,7 @@ class IntBuffer {
     }
     py::object src = py::reinterpret_borrow<py::object>(obj);
     if (!PyObject_CheckBuffer(src.ptr())) {
-      if (py::hasattr(src, "numpy") && py::hasattr(src, "dtype")) {
+      if (py::hasattr(src, "dtype") && py::hasattr(src, "numpy")) {
         // A torch tensor: a CPU one gives a numpy view (no copy); another device's is copied
         // to the host first (.cpu()), as a caller would have to.
         try {
@@ -189,15 +189,11 @@ __attribute__((target_clones("avx2", "default"))) uint64_t narrow(const int64_t*
   return lost;
 }
 
-// Copies n slot indices into dst; returns the OR of them all (negative: some index is).
-template <typename T>
-__attribute__((target_clones("avx2", "default"))) int64_t copy_slots(const T* src, size_t n,
-                                                                     int64_t* dst) {
+// The OR of n slot indices (negative: some index is).
+__attribute__((target_clones("avx2", "default"))) int64_t or_all(const int64_t* v, size_t n) {
   int64_t all = 0;
-  for (size_t i = 0; i < n; ++i) {
-    dst[i] = src[i];
-    all |= src[i];
-  }
+  for (size_t i = 0; i < n; ++i)
+    all |= v[i];
   return all;
 }
 
@@ -429,10 +425,14 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
-    std::vector<SlotIndex> slots(n);
-    const int64_t any_negative = value.data64() != nullptr
-                                     ? copy_slots(value.data64(), n, slots.data())
-                                     : copy_slots(value.data32(), n, slots.data());
+    // One copy (no zero fill first), then a vectorised check of the copy.
+    std::vector<SlotIndex> slots;
+    if (value.data64() != nullptr) {
+      slots.assign(value.data64(), value.data64() + n);
+    } else {
+      slots.assign(value.data32(), value.data32() + n);
+    }
+    const int64_t any_negative = or_all(slots.data(), n);
     if (any_negative < 0) {
       const auto bad = static_cast<size_t>(
           std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
