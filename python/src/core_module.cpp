@@ -176,10 +176,16 @@ class IntBuffer {
   size_t size_ = 0;
 };
 
+// x86-64: an AVX2 clone of the per-token loops next to the baseline one, picked at load time.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KVSIM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KVSIM_VECTOR_CLONES
+#endif
+
 // Narrows n int64 tokens into dst; returns the OR of what the narrowing lost (0: all fit).
 // One pass, vectorised (AVX2 where the CPU has it, chosen at load time; -O3 for the module).
-__attribute__((target_clones("avx2", "default"))) uint64_t narrow(const int64_t* src, size_t n,
-                                                                  Token* dst) {
+KVSIM_VECTOR_CLONES uint64_t narrow(const int64_t* src, size_t n, Token* dst) {
   uint64_t lost = 0;
   for (size_t i = 0; i < n; ++i) {
     const Token t = static_cast<Token>(src[i]);
@@ -190,7 +196,7 @@ __attribute__((target_clones("avx2", "default"))) uint64_t narrow(const int64_t*
 }
 
 // The OR of n slot indices (negative: some index is).
-__attribute__((target_clones("avx2", "default"))) int64_t or_all(const int64_t* v, size_t n) {
+KVSIM_VECTOR_CLONES int64_t or_all(const int64_t* v, size_t n) {
   int64_t all = 0;
   for (size_t i = 0; i < n; ++i)
     all |= v[i];
