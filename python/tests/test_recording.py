@@ -233,3 +233,27 @@ def test_recording_survives_sigterm_and_abort(tmp_path, page_size, how):
     assert done.returncode == sig
     with open(off) as f:
         assert len(f.read().splitlines()) == 1  # the header only
+
+
+@needs_cli
+def test_page_hash_recording_replays_and_a_cut_sidecar_is_named(tmp_path):
+    """page_size >= 4 records pages as hashes ("pages"), not tokens: the sidecar holds 8 bytes
+    per page the tree did not hold, replay maps hashes to synthetic pages and matches; a sidecar
+    cut short is reported with the file, line and field."""
+    alloc = FakeAllocator(400)
+    cache = KvsimRadixCache.create_simulated(mock_allocator=alloc, page_size=8, record=str(tmp_path))
+    scheduler_loop(cache, alloc, random.Random(3))
+    path = cache.core.recording_path
+    cache.core.close_recording()
+    with open(path) as f:
+        lines = [json.loads(x) for x in f.read().splitlines()]
+    assert lines[0]["slots_hash"] == 2
+    keyed = [c for c in lines[1:-1] if c.get("op") in ("match", "insert")]
+    assert keyed and all("tok" not in c for c in keyed) and any("pages" in c for c in keyed)
+    out = cli("replay", path, "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["matches_recording"], out.stdout + out.stderr
+    last = max((c["pages"][0], i) for i, c in enumerate(lines) if c.get("pages", [0, 0])[1] > 0)
+    os.truncate(path + ".bin", last[0])
+    out = cli("replay", path)
+    assert out.returncode == 2 and f"{os.path.basename(path)}:{last[1] + 1}" in out.stderr
+    assert "pages" in out.stderr and "sidecar" in out.stderr
