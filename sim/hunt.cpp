@@ -143,6 +143,7 @@ class Collector {
         HuntUnitRecord{.unit = u.unit,
                        .swarm = u.swarm,
                        .source = u.source,
+                       .features = u.features,
                        .seed = u.seed,
                        .ops = u.ops,
                        .event_hash = u.event_hash,
