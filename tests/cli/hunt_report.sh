@@ -70,6 +70,7 @@ if not units[0]["cells"][2].startswith("swarm: "): die(f"swarm unit lacks its fe
 line = [l for l in open(log) if l.startswith("  faults fired:")][0]
 text = dict(re.findall(r"(\w+) (\d+)", line.split(":", 1)[1]))
 page_faults = {r["cells"][0]: r["cells"][1] for r in p.rows["faults"][1:] if r["cells"][1] != "0"}
+if any(r["cells"][0] == "?" for r in p.rows["faults"]): die("a fault row for an unnamed site number")
 if not text or page_faults != text: die(f"faults fired: page {page_faults}, text summary {text}")
 print("hunt report: failure row, links, hashes and", len(text), "fault sites agree")
 PY

@@ -65,7 +65,8 @@ int hunt_command(const HuntCommand& c) {
     if (!c.report.empty()) html::make_report_dir(c.report);  // before the budget is spent
     const sim::HuntReport r = sim::run_hunt(o);
     const probes::Snapshot reached = r.probes.empty() ? probes::snapshot() : r.probes;
-    const std::string page = c.report.empty() ? "" : write_hunt_report(c.report, o, r, reached);
+    const std::string page =
+        c.report.empty() ? "" : write_hunt_report(c.report, dir, o, r, reached);
     if (c.json) {
       std::printf("%s\n", sim::hunt_json(r).dump().c_str());
       std::printf("%s\n", probe_report_json(reached, r.units).dump().c_str());

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "sim/faults.h"
 #include "sim/json_reader.h"
@@ -77,8 +78,10 @@ std::string page_end() {
 
 std::map<std::string, std::pair<int64_t, int64_t>> all_fault_sites() {
   std::map<std::string, std::pair<int64_t, int64_t>> faults;
-  for (size_t i = 0; i < sim::kFaultSites; ++i)
-    faults[std::string(sim::to_string(static_cast<sim::FaultSite>(i)))] = {0, 0};
+  for (size_t i = 0; i < sim::kFaultSites; ++i) {
+    const std::string_view name = sim::to_string(static_cast<sim::FaultSite>(i));
+    if (name != "?") faults[std::string(name)] = {0, 0};  // "?": a free number, no site
+  }
   return faults;
 }
 

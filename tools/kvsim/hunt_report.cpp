@@ -20,13 +20,14 @@ std::string seconds(double s) {
 }
 
 // The command line that reruns this hunt (the same units, in the same order).
-std::string hunt_command_line(const sim::HuntOptions& o) {
+std::string hunt_command_line(const std::string& scenarios_dir, const sim::HuntOptions& o) {
   std::ostringstream c;
   c << "kvsim hunt --seed " << o.seed;
   if (o.time_budget_s > 0) c << " --time-budget " << o.time_budget_s;
   if (o.max_units > 0) c << " --units " << o.max_units;
   c << " --failures " << o.failures << " -j " << o.jobs << " --trace-dir " << o.trace_dir;
   if (!o.shrink) c << " --no-shrink";
+  if (!scenarios_dir.empty()) c << " --scenarios " << scenarios_dir;
   return c.str();
 }
 
@@ -39,10 +40,12 @@ std::string stop_reason(const sim::HuntReport& r, const sim::HuntOptions& o) {
 
 }  // namespace
 
-std::string hunt_report_html(const std::string& dir, const sim::HuntOptions& o,
-                             const sim::HuntReport& r, const probes::Snapshot& probes) {
+std::string hunt_report_html(const std::string& dir, const std::string& scenarios_dir,
+                             const sim::HuntOptions& o, const sim::HuntReport& r,
+                             const probes::Snapshot& probes) {
   std::ostringstream p;
-  p << html::page_begin("kvsim hunt from seed " + std::to_string(r.seed), hunt_command_line(o));
+  p << html::page_begin("kvsim hunt from seed " + std::to_string(r.seed),
+                        hunt_command_line(scenarios_dir, o));
 
   const size_t failures = r.failures.size();
   p << "<table id=\"summary\"><tr><th>units</th><th>swarm</th><th>named</th><th>failures</th>"
@@ -123,9 +126,10 @@ std::string hunt_report_html(const std::string& dir, const sim::HuntOptions& o,
   return p.str();
 }
 
-std::string write_hunt_report(const std::string& dir, const sim::HuntOptions& options,
-                              const sim::HuntReport& report, const probes::Snapshot& probes) {
-  return html::write_page(dir, hunt_report_html(dir, options, report, probes));
+std::string write_hunt_report(const std::string& dir, const std::string& scenarios_dir,
+                              const sim::HuntOptions& options, const sim::HuntReport& report,
+                              const probes::Snapshot& probes) {
+  return html::write_page(dir, hunt_report_html(dir, scenarios_dir, options, report, probes));
 }
 
 }  // namespace kvsim::tools

@@ -13,12 +13,15 @@
 
 namespace kvsim::tools {
 
-// The page itself (links relative to `dir`).
-std::string hunt_report_html(const std::string& dir, const sim::HuntOptions& options,
-                             const sim::HuntReport& report, const probes::Snapshot& probes);
+// The page itself (links relative to `dir`). `scenarios_dir`: where the named scenarios came from
+// ("" = none), for the command line that reruns the hunt.
+std::string hunt_report_html(const std::string& dir, const std::string& scenarios_dir,
+                             const sim::HuntOptions& options, const sim::HuntReport& report,
+                             const probes::Snapshot& probes);
 // Writes DIR/index.html (creating DIR); throws sim::InputError naming --report on failure.
 // Returns the page's path.
-std::string write_hunt_report(const std::string& dir, const sim::HuntOptions& options,
-                              const sim::HuntReport& report, const probes::Snapshot& probes);
+std::string write_hunt_report(const std::string& dir, const std::string& scenarios_dir,
+                              const sim::HuntOptions& options, const sim::HuntReport& report,
+                              const probes::Snapshot& probes);
 
 }  // namespace kvsim::tools
