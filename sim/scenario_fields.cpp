@@ -135,6 +135,17 @@ std::vector<FieldSpec> make_fields() {
       "The first seed (`kvsim run --seeds N` runs seed, seed+1, ...; `--seed` overrides it). "
       "Every random choice of a run flows from it."));
 
+  {
+    // Editors associate a file with its schema through this key; the run ignores it.
+    FieldSpec f = row("", "$schema", FieldType::kString,
+                      "For editors: the path or URL of the schema `kvsim schema` prints (e.g. "
+                      "docs/scenario.schema.json). Ignored by kvsim and not recorded in traces.");
+    f.get = [](const Scenario&) { return nlohmann::json(""); };
+    f.set = [](Scenario&, const nlohmann::json&) {};
+    f.omit_when_empty = true;
+    add(std::move(f));
+  }
+
   // --- cache ---
   add(section("", "cache",
               "The HiCache configuration: pools, page size, write and eviction policy, hybrid "

@@ -194,9 +194,10 @@ std::string scenario_reference_markdown() {
       "below when it is left out, and a section left out is all defaults. An unknown field, a "
       "wrong type, a value out of range or a rule below that does not hold is an error naming "
       "the file, line and field (`kvsim: FILE:LINE: field cache.page_size: ...`, exit 2).\n\n"
-      "This page and `kvsim schema` (a JSON Schema, draft 2020-12, that editors validate "
-      "against: e.g. VS Code's `json.schemas` setting, or `\"$schema\"`-aware tools given the "
-      "file it prints) are generated from the table the parser reads the fields through, so "
+      "This page and `kvsim schema` (a JSON Schema, draft 2020-12, checked in as "
+      "[scenario.schema.json](scenario.schema.json): point an editor at it with a top-level "
+      "`\"$schema\": \"../docs/scenario.schema.json\"` in the file or VS Code's `json.schemas` "
+      "setting) are generated from the table the parser reads the fields through, so "
       "they list exactly what the parser accepts, with its ranges and defaults. "
       "[scenarios/README.md](../scenarios/README.md) describes the named scenarios, which "
       "fields only scale cost, and sensible sizes.\n\n";
