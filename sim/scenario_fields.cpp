@@ -98,6 +98,28 @@ nlohmann::json storage_json(const Scenario& s) {
   return j;
 }
 
+// JSON Schema pieces: "the document has `section.field` matching `cond`" and "if A then B".
+nlohmann::json has(const std::string& section, const std::string& field, nlohmann::json cond) {
+  nlohmann::json inner = nlohmann::json::object();
+  inner["properties"][field] = std::move(cond);
+  inner["required"] = nlohmann::json::array({field});
+  nlohmann::json j = nlohmann::json::object();
+  j["properties"][section] = std::move(inner);
+  j["required"] = nlohmann::json::array({section});
+  return j;
+}
+
+nlohmann::json when(nlohmann::json if_, nlohmann::json then_) {
+  nlohmann::json j = nlohmann::json::object();
+  j["if"] = std::move(if_);
+  j["then"] = std::move(then_);
+  return j;
+}
+
+nlohmann::json positive() {
+  return nlohmann::json::parse(R"({"exclusiveMinimum": 0})");
+}
+
 std::vector<FieldChoice> workload_kind_choices() {
   return {
       {"mixed", "shared prompts, multi-turn sessions, agentic loops and unrelated prompts"},
@@ -342,6 +364,9 @@ std::vector<FieldSpec> make_fields() {
       }
     };
     f.notes = "A mooncake workload needs `trace`.";
+    f.check_schema =
+        when(has("workload", "kind", nlohmann::json::parse(R"({"const": "mooncake"})")),
+             has("workload", "trace", nlohmann::json::object()));
     add(std::move(f));
   }
   add(choice(
@@ -667,6 +692,21 @@ std::vector<ScenarioRule> make_rules() {
                                   std::string(to_string(s.workload.kind)) + "\""
                             : std::string();
                }});
+  t[0].schema = when(has("cache", "swa_device_tokens", positive()),
+                     has("cache", "swa_window_tokens", positive()));
+  t[1].schema = when(has("cache", "swa_host_tokens", positive()),
+                     has("cache", "swa_window_tokens", positive()));
+  t[2].schema = when(has("cache", "mamba_host_states", positive()),
+                     has("cache", "mamba_device_states", positive()));
+  t[3].schema =
+      when(has("cache", "storage",
+               nlohmann::json::parse(
+                   R"({"anyOf": [{"const": true},
+                            {"type": "object", "properties": {"enabled": {"const": true}}}]})")),
+           nlohmann::json::parse(
+               R"({"properties": {"cache": {"properties": {"hierarchical": {"const": true}}}}})"));
+  t[4].schema = when(has("workload", "trace", nlohmann::json::object()),
+                     has("workload", "kind", nlohmann::json::parse(R"({"const": "mooncake"})")));
   t.push_back({"cache.swa_window_tokens", "", false,
                "A SWA window is at least one page (`page_size`).",
                [](const Scenario& s, ScenarioUse) {
@@ -705,6 +745,9 @@ std::vector<ScenarioRule> make_rules() {
                                   "not modelled yet")
                             : std::string();
                }});
+  t.back().schema = when(has("scheduler", "mode", nlohmann::json::parse(R"({"const": "pd"})")),
+                         nlohmann::json::parse(R"({"properties": {"cache": {"properties": {
+          "swa_window_tokens": {"const": 0}, "mamba_device_states": {"const": 0}}}}})"));
   t.push_back({"cache.sparse_index_bytes_per_page", "", false,
                "The sparse index buffer is modelled for pd mode only.",
                [](const Scenario& s, ScenarioUse) {
@@ -714,12 +757,20 @@ std::vector<ScenarioRule> make_rules() {
                                   "(HiCache does not back it up)")
                             : std::string();
                }});
+  t.back().schema = when(has("cache", "sparse_index_bytes_per_page", positive()),
+                         has("scheduler", "mode", nlohmann::json::parse(R"({"const": "pd"})")));
   t.push_back({"scheduler.mode", "", false, "pd mode runs without a storage tier.",
                [](const Scenario& s, ScenarioUse) {
                  return s.scheduler.mode == SchedulerMode::kPd && s.storage
                             ? std::string("pd decode instances run without a storage tier here")
                             : std::string();
                }});
+  t.back().schema =
+      when(has("scheduler", "mode", nlohmann::json::parse(R"({"const": "pd"})")),
+           nlohmann::json::parse(R"({"properties": {"cache": {"properties": {"storage": {"anyOf": [
+          {"const": false},
+          {"type": "object", "properties": {"enabled": {"const": false}},
+           "required": ["enabled"]}]}}}}})"));
   t.push_back({"cache.mamba_device_states", "", false,
                "With Mamba, `mamba_device_states` ≥ `scheduler.max_running` + 1.",
                [](const Scenario& s, ScenarioUse) {

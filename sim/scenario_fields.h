@@ -63,6 +63,7 @@ struct FieldSpec {
   // fields are rejected); documented by `notes`.
   std::function<void(JsonReader&, const Scenario&)> check;
   std::string notes;
+  nlohmann::json check_schema;  // `check` as a JSON Schema "if"/"then", where it can be said
 
   std::string path() const { return section.empty() ? name : section + "." + name; }
   nlohmann::json default_value() const;  // null for required fields and sections
@@ -81,12 +82,23 @@ nlohmann::json write_section(const Scenario& s, const std::string& section);
 
 // A rule between fields that a section's own reading cannot check (validate() in scenario.cpp).
 struct ScenarioRule {
+  ScenarioRule(std::string f, std::string o, bool run, std::string d,
+               std::function<std::string(const Scenario&, ScenarioUse)> p)
+      : field(std::move(f)),
+        other(std::move(o)),
+        run_only(run),
+        doc(std::move(d)),
+        problem(std::move(p)) {}
   std::string field;      // the field the error names
   std::string other;      // the other field involved, named with its line ("" = none)
   bool run_only = false;  // not applied to a trace header (kReplay)
   std::string doc;        // for the reference
   // The problem, or "" when the rule holds.
   std::function<std::string(const Scenario&, ScenarioUse)> problem;
+  // The rule as a JSON Schema "if"/"then" over the whole document, for editors (null where a
+  // schema cannot say it, e.g. arithmetic between fields). cli.scenario_schema_validates_scenarios
+  // checks that the schema rejects the bad scenarios of tests/data that break these rules.
+  nlohmann::json schema;
 };
 const std::vector<ScenarioRule>& scenario_rules();
 

@@ -83,15 +83,30 @@ def mode_validate(kvsim, source):
             failures.append(f"reference example {i}: {errors}")
     # The schema rejects what the parser rejects for type, name and range.
     data = os.path.join(source, "tests", "data")
-    for bad in ["bad_unknown_field.json", "bad_wrong_type.json", "bad_range_huge.json"]:
+    bad_files = ["bad_unknown_field.json", "bad_wrong_type.json", "bad_range_huge.json",
+                 # rules between fields that the schema states (allOf)
+                 "bad_storage_flat.json", "bad_trace_on_uniform.json",
+                 "bad_swa_pool_no_window.json"]
+    for bad in bad_files:
         with open(os.path.join(data, bad)) as f:
             if v.is_valid(json.load(f)):
                 failures.append(f"{bad}: the schema accepts it, kvsim does not")
     if v.is_valid({"description": "no name"}):
         failures.append("a scenario without name validates")
+    if v.is_valid({"name": "m", "workload": {"kind": "mooncake"}}):
+        failures.append("a mooncake workload without a trace validates")
+    for doc in [{"scheduler": {"mode": "pd"}, "cache": {"storage": True}},
+                {"scheduler": {"mode": "pd"}, "cache": {"swa_window_tokens": 16}},
+                {"cache": {"sparse_index_bytes_per_page": 32}}]:
+        if v.is_valid(dict(doc, name="pd")):
+            failures.append(f"{doc} validates")
+    if not v.is_valid({"name": "m", "cache": {"storage": {"enabled": False},
+                                              "hierarchical": False}}):
+        failures.append("a disabled storage tier on a flat cache does not validate")
     if failures:
         sys.exit("\n".join(failures))
-    print(f"{len(good)} scenarios and the reference's examples validate; 4 bad ones do not")
+    print(f"{len(good)} scenarios and the reference's examples validate; "
+          f"{len(bad_files) + 5} bad ones do not")
     return 0
 
 
