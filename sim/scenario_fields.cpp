@@ -133,6 +133,12 @@ std::vector<FieldChoice> workload_kind_choices() {
        "`prompt_max` tokens"},
       {"uniform", "unrelated random prompts (little reuse)"},
       {"mooncake", "the requests of a Mooncake trace file (`trace`), hash ids expanded to tokens"},
+      {"fork",
+       "an earlier prompt cut at a random token offset (inside a node, off page boundaries), "
+       "then a fresh turn"},
+      {"adversarial",
+       "each request from one of the generators above but mooncake, forks "
+       "included"},
   };
 }
 
@@ -442,6 +448,19 @@ std::vector<FieldSpec> make_fields() {
       "workload", "ms_per_tick", 1e-6, 1e9,
       [](Scenario & s) -> auto& { return s.workload.ms_per_tick; },
       "mooncake: trace milliseconds per simulator tick."));
+  // Adversarial knobs (kvsim hunt's swarm draws them; the defaults reproduce the original
+  // generators draw for draw).
+  add(integer(
+      "workload", "vocab", 1, 1 << 30, [](Scenario & s) -> auto& { return s.workload.vocab; },
+      "Generated tokens are drawn from [0, vocab): a small vocabulary makes unrelated prompts "
+      "share prefixes by chance."));
+  add(boolean(
+      "workload", "cross_namespace",
+      [](Scenario & s) -> auto& { return s.workload.cross_namespace; },
+      "Shared prompts and forks pick any namespace (equal tokens in different namespaces)."));
+  add(integer(
+      "workload", "burst", 1, 1 << 16, [](Scenario & s) -> auto& { return s.workload.burst; },
+      "Each arrival brings 1 to burst requests at once."));
 
   // --- scheduler ---
   add(section("", "scheduler", "The SGLang scheduler model."));
