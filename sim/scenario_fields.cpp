@@ -644,6 +644,7 @@ void read_section(JsonReader& r, const std::string& sec, Scenario& s) {
     std::string best;
     size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
     for (const std::string& n : names) {
+      if (key.size() > 64) break;  // not a misspelling; keep the distance cheap
       const size_t d = distance(key, n);
       if (d < best_d) best_d = d, best = n;
     }
