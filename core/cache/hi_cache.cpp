@@ -201,8 +201,8 @@ int64_t HiCache::evict(int64_t device_tokens) {
     }
     const int64_t tokens = victim->token_count();
     if (!evict_device_victim(*victim)) break;  // it stays the next victim: nothing more now
-    freed += tokens;
     last_victim_ = tokens;
+    freed += tokens;
   }
   return freed;
 }
