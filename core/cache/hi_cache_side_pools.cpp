@@ -89,12 +89,10 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
       if (!evict_device_victim(*victim)) break;
       last_victim_ = n;
       freed += n;
-      last_victim_ = n;
     } else {
       KV_PROBE(aux_tombstone);
       last_victim_ = n;
       freed += n;
-      last_victim_ = n;
       pool->device_slots().free(tree_->take_aux_value(*victim, type));
     }
   }
