@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -147,9 +148,10 @@ class Collector {
                        .seed = u.seed,
                        .ops = u.ops,
                        .event_hash = u.event_hash,
+                       // A unit its worker never reported is a "hang" or a "crash".
                        .verdict = !u.violation              ? "ok"
                                   : u.hang_scenario.empty() ? "violation"
-                                                            : "hang",
+                                                            : u.violation->invariant,
                        .invariant = u.violation ? u.violation->invariant : "",
                        .faults = u.faults});
     if (report_.probes.empty()) {
@@ -228,8 +230,11 @@ void write_line(int fd, const std::string& line) {
   _exit(0);
 }
 
-// The failure of a unit that ran past its allowance: its scenario is written for a rerun.
-UnitResult hang_result(const HuntOptions& o, uint64_t index, double ran_s) {
+// The failure of a unit whose worker process never reported it (it ran past its allowance, or
+// died: an uncaught exception, a signal). There is no op trace, so its scenario is written for a
+// rerun (`kvsim run SCENARIO --seed S` reproduces it).
+UnitResult lost_unit_result(const HuntOptions& o, uint64_t index, const std::string& invariant,
+                            const std::string& detail, const char* suffix) {
   const HuntUnit h = hunt_unit(o, index);
   UnitResult u;
   u.unit = index;
@@ -237,16 +242,40 @@ UnitResult hang_result(const HuntOptions& o, uint64_t index, double ran_s) {
   u.source = h.scenario.name;
   u.seed = h.seed;
   if (h.swarm) u.features = features(h.scenario);
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "unit ran %.1f s, past its time allowance of %.1f s (worker killed; no op trace)",
-                ran_s, o.unit_timeout_s);
-  u.violation = SimViolation{"hang", buf, 0};
-  u.hang_scenario = trace_path(o, u.source, h.seed, ".hang.scenario.json");
+  u.violation = SimViolation{invariant, detail, 0};
+  u.hang_scenario = trace_path(o, u.source, h.seed, suffix);
   std::ofstream f(u.hang_scenario);
   f << to_json(h.scenario).dump(2) << "\n";
   if (!f) throw InputError("--trace-dir: cannot write " + u.hang_scenario);
   return u;
+}
+
+// A worker that died inside a unit: a crash of the code under test is a failure, never a unit
+// the hunt silently drops (the hunt would otherwise report "no violation" for a core that
+// cannot even start the drawn configuration).
+UnitResult crash_result(const HuntOptions& o, uint64_t index, int status) {
+  std::string how;
+  if (WIFSIGNALED(status)) {
+    how = "killed by signal " + std::to_string(WTERMSIG(status));
+    if (const char* name = strsignal(WTERMSIG(status))) how += std::string(" (") + name + ")";
+  } else if (WIFEXITED(status)) {
+    how = "exited with status " + std::to_string(WEXITSTATUS(status));
+  } else {
+    how = "ended";
+  }
+  return lost_unit_result(o, index, "crash",
+                          "the worker running this unit " + how +
+                              " before reporting it (see the hunt's stderr; no op trace)",
+                          ".crash.scenario.json");
+}
+
+// A unit past its allowance.
+UnitResult hang_result(const HuntOptions& o, uint64_t index, double ran_s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "unit ran %.1f s, past its time allowance of %.1f s (worker killed; no op trace)",
+                ran_s, o.unit_timeout_s);
+  return lost_unit_result(o, index, "hang", buf, ".hang.scenario.json");
 }
 
 void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
@@ -313,7 +342,8 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
     if (fds.empty()) break;
     if (hard_stop > 0 && clock.elapsed() > hard_stop) break;
     if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
-    for (Worker& w : workers) {
+    for (size_t k = 0; k < workers.size(); ++k) {
+      Worker& w = workers[k];
       if (w.fd < 0) continue;
       pollfd* p = nullptr;
       for (pollfd& f : fds) {
@@ -326,6 +356,15 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
       if (n <= 0) {
         ::close(w.fd);
         w.fd = -1;
+        if (w.current >= 0) {  // it died inside a unit: a crash, then a fresh worker goes on
+          int status = 0;
+          ::waitpid(w.pid, &status, 0);
+          const auto unit = static_cast<uint64_t>(w.current);
+          w = Worker{};
+          if (!enough) enough = collect.add(crash_result(o, unit, status));
+          const uint64_t next = unit + static_cast<uint64_t>(o.jobs);
+          if (!enough && !units_done(o, next) && !out_of_time(o, clock)) start(k, next);
+        }
         continue;
       }
       w.buffer.append(buf, static_cast<size_t>(n));

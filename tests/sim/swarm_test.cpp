@@ -405,6 +405,43 @@ TEST(Hunt, AUnitPastItsAllowanceIsAHangFailureNotDropped) {
             "kvsim run " + f.hang_scenario + " --seed " + std::to_string(f.seed));
 }
 
+// A planted crash (a test hook): the worker process dies at the run's 50th op, as a mutant
+// whose core throws or aborts outside the executor's assertion scope would.
+class CrashAtOp final : public ExecutorObserver {
+ public:
+  void before_op(size_t index, const Op&) override {
+    if (index >= 50) std::abort();
+  }
+  void after_op(size_t, const Op&, const OpOutcome&) override {}
+  void on_fault(std::string_view) override {}
+  void on_executor_gone() override {}
+};
+
+TEST(Hunt, AWorkerThatDiesInAUnitIsACrashFailureNotDropped) {
+  HuntOptions o = small_hunt();
+  o.named.clear();
+  o.shrink = false;
+  o.jobs = 2;
+  o.max_units = 40;
+  static CrashAtOp crash;
+  o.setup = [](Executor& e) {
+    if (e.scenario().cache.page_size > 1) e.set_observer(&crash);  // some units only
+  };
+  const HuntReport r = run_hunt(o);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.stopped, "failures");
+  const HuntFailure& f = r.failures.front();
+  EXPECT_EQ(f.invariant, "crash");
+  EXPECT_NE(f.detail.find("signal"), std::string::npos) << f.detail;
+  EXPECT_TRUE(hunt_unit(o, f.unit).scenario.cache.page_size > 1);
+  ASSERT_FALSE(f.hang_scenario.empty());
+  EXPECT_EQ(to_json(load_scenario(f.hang_scenario)), to_json(hunt_unit(o, f.unit).scenario));
+  bool logged = false;
+  for (const HuntUnitRecord& rec : r.unit_log)
+    logged = logged || (rec.unit == f.unit && rec.verdict == "crash");
+  EXPECT_TRUE(logged);
+}
+
 }  // namespace
 }  // namespace kvsim::sim
 
