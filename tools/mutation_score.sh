@@ -121,7 +121,7 @@ done
 kvsim="$build/tools/kvsim"
 if [ -z "${HUNT_CMD:-}" ]; then
   if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
-    HUNT_CMD='{kvsim} hunt --time-budget {budget} --trace-dir {traces}'
+    HUNT_CMD='{kvsim} hunt --time-budget {budget} --scenarios {scenarios} --trace-dir {traces}'
   else
     HUNT_CMD="$root/tools/mutate/standin_hunt.sh {kvsim} {budget} {scenarios} {traces}"
   fi

@@ -84,7 +84,7 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
   # (the first failure's wall time is the time to catch).
   rm -rf "${out:?}/$id" && mkdir -p "$out/$id"
   hunt=$("$kvsim" hunt --time-budget "$budget" --seed "$hunt_seed" --failures "$failures_wanted" \
-    -j 1 --json --trace-dir "$out/$id" --scenarios "$src/scenarios" || true)
+    -j 1 --json --trace-dir "$out/$id" --scenarios "$src/scenarios" | grep '^{"hunt":' || true)
   if [ -z "$hunt" ] || ! printf '%s' "$hunt" | jq -e .hunt >/dev/null 2>&1; then
     echo "mutant $id: kvsim hunt gave no summary" >&2
     rows+=("$id|HUNT FAILED|-|-|-|-|-")
@@ -104,6 +104,12 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
   ops=$(printf '%s' "$first" | jq -r .ops_before)
   best=$(printf '%s' "$hunt" |
     jq -c '[.hunt.failures[] | select(.shrunk_trace != "")] | min_by(.shrunk_ops) // empty')
+  if [ -z "$best" ] && printf '%s' "$hunt" | jq -e '[.hunt.failures[] | select(.invariant == "hang")] | length > 0' >/dev/null; then
+    # A unit that outran kvsim hunt's --unit-timeout: caught, with a scenario and seed to rerun
+    # (no op trace: the run never ended).
+    rows+=("$id|caught (hang: $(printf '%s' "$first" | jq -r .replay))|$wall|$seeds|$ops|hang|-")
+    continue
+  fi
   if [ -z "$best" ]; then
     echo "mutant $id: no failing trace reproduced for shrinking" >&2
     rows+=("$id|caught, NOT SHRUNK|$wall|$seeds|$ops|-|-")

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -16,6 +17,7 @@
 #include "sim/json_reader.h"
 #include "sim/runner.h"
 #include "sim/swarm.h"
+#include "sim/trace.h"
 #include "sim/workload.h"
 
 namespace kvsim::sim {
@@ -175,6 +177,67 @@ TEST(Workload, SmallVocabularyAndBursts) {
   for (const Arrival& a : generate_workload(s, 3)) {
     for (Token t : a.prompt)
       ASSERT_LT(t, 3);
+  }
+}
+
+// The adversarial generators are built on prompt recipes: every prompt is its recipe's
+// expansion, and a compact workload trace written with them reads back bit for bit.
+TEST(Workload, AdversarialRecipesReExpandThroughACompactTrace) {
+  Scenario s = default_scenario();
+  s.workload.kind = WorkloadKind::kAdversarial;
+  s.workload.requests = 300;
+  s.workload.vocab = 7;
+  s.workload.burst = 4;
+  s.workload.cross_namespace = true;
+  s.workload.namespaces = 3;
+  const std::vector<Arrival> arrivals = generate_workload(s, 11);
+  size_t composed = 0;  // prompts of several segments: shared prompts, turns, forks
+  for (const Arrival& a : arrivals) {
+    ASSERT_EQ(expand_recipe(a.recipe).vec(), a.prompt.vec()) << "rid " << a.rid;
+    composed += a.recipe.size() > 1;
+  }
+  EXPECT_GT(composed, 100u);
+  const std::string path = ::testing::TempDir() + "/adversarial.workload.jsonl";
+  write_workload_trace(path, WorkloadTrace{.scenario = s, .seed = 11, .arrivals = arrivals});
+  const AnyTrace t = read_trace(path);
+  ASSERT_EQ(t.workload.arrivals.size(), arrivals.size());
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    ASSERT_EQ(t.workload.arrivals[i].recipe, arrivals[i].recipe) << i;
+    ASSERT_EQ(prompt_of(t.workload.arrivals[i]).vec(), arrivals[i].prompt.vec()) << i;
+    ASSERT_EQ(t.workload.arrivals[i].ns, arrivals[i].ns);
+  }
+  std::remove(path.c_str());
+  // The default vocabulary is not written, so recipes of the default generators keep their
+  // JSON (and older traces, which have no "vocab", read as before).
+  const PromptSegment plain{.kind = PromptSegment::Kind::kRng, .value = 5, .n = 3};
+  EXPECT_FALSE(recipe_json({plain})[0].contains("vocab"));
+  PromptSegment small = plain;
+  small.vocab = 7;
+  EXPECT_EQ(recipe_json({small})[0]["vocab"], 7);
+  EXPECT_EQ(recipe_from_json(recipe_json({small}), "x", "segments"), PromptRecipe{small});
+  EXPECT_THROW(
+      recipe_from_json(nlohmann::json::parse(R"([{"rng":"0000000000000005","n":3,"vocab":0}])"),
+                       "x", "segments"),
+      InputError);
+}
+
+// A fork is a prefix of its source's recipe: for every segment kind, the prefix's expansion
+// is the expansion's prefix, at every cut.
+TEST(Workload, RecipePrefixIsThePrefixOfTheExpansion) {
+  const PromptRecipe recipe = {
+      {.kind = PromptSegment::Kind::kTokens, .n = 3, .items = {7, 8, 9}},
+      {.kind = PromptSegment::Kind::kRng, .value = 0x1234, .n = 5, .vocab = 11},
+      {.kind = PromptSegment::Kind::kOutputs, .value = 4, .n = 4},
+      {.kind = PromptSegment::Kind::kMooncake, .value = 3, .n = 7, .items = {1, 2, 3}},
+  };
+  const std::vector<Token> all = expand_recipe(recipe).vec();
+  ASSERT_EQ(all.size(), 19u);
+  for (int64_t n = 0; n <= 19; ++n) {
+    const PromptRecipe cut = recipe_prefix(recipe, n);
+    EXPECT_EQ(recipe_length(cut), n);
+    EXPECT_EQ(expand_recipe(cut).vec(), std::vector<Token>(all.begin(), all.begin() + n)) << n;
+    // What a trace holds of it reads back (the Mooncake ids match the cut length).
+    if (n > 0) EXPECT_EQ(recipe_from_json(recipe_json(cut), "x", "segments"), cut) << n;
   }
 }
 
