@@ -177,7 +177,7 @@ class Executor {
                        const std::vector<size_t>& positions, const SimRequest& r, int kind,
                        const char* what);
   Block& scratch(size_t bytes);
-  void after_op();
+  void after_op(bool may_change_cache);
   void fail(std::string invariant, std::string detail);
   void mix(uint64_t v);
 
@@ -196,6 +196,7 @@ class Executor {
   uint64_t hash_ = 1469598103934665603ull;
   int64_t since_full_check_ = 0;
   Block scratch_;
+  std::vector<std::byte> expected_scratch_;  // read_pool_range's expected bytes
   ExecutorObserver* observer_ = nullptr;
 };
 

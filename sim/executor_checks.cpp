@@ -1,5 +1,8 @@
 // Executor: the model's reads (checked against the content oracle) and end-of-run quiescence.
+#include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "sim/content_oracle.h"
 #include "sim/executor.h"
@@ -38,18 +41,16 @@ bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotInd
   }
   drive_compute();
   ++stats_.content_checks;
-  std::vector<std::byte> expected(view.item_bytes);
   for (int32_t layer = 0; layer < layers; ++layer) {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const size_t pos = positions[i];
-      fill_item(r.prefix_hash[pos], pos, layer, static_cast<ContentKind>(kind), expected);
-      const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer + i * view.item_bytes;
-      if (!std::equal(expected.begin(), expected.end(), got)) {
-        fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
-                            std::to_string(pos) + " layer " + std::to_string(layer) + " (slot " +
-                            std::to_string(slots[i]) + ") holds bytes of another prefix");
-        return false;
-      }
+    const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer;
+    const size_t i =
+        first_wrong_item(r.prefix_hash, positions, layer, static_cast<ContentKind>(kind),
+                         view.item_bytes, got, expected_scratch_);
+    if (i < slots.size()) {
+      fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
+                          std::to_string(positions[i]) + " layer " + std::to_string(layer) +
+                          " (slot " + std::to_string(slots[i]) + ") holds bytes of another prefix");
+      return false;
     }
   }
   return true;
