@@ -120,22 +120,23 @@ void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t coun
 size_t first_wrong_item(std::span<const uint64_t> prefix_hash, std::span<const size_t> positions,
                         int32_t layer, ContentKind kind, size_t item_bytes, const std::byte* got,
                         std::vector<std::byte>& scratch) {
+  const size_t count = positions.empty() ? prefix_hash.size() : positions.size();
   if (item_bytes == 8) {
-    for (size_t i = 0; i < positions.size(); ++i) {
-      const size_t pos = positions[i];
+    for (size_t i = 0; i < count; ++i) {
+      const size_t pos = positions.empty() ? i : positions[i];
       if (item_word(item_state(prefix_hash[pos], pos, layer, kind)) != load_word(got + i * 8)) {
         return i;
       }
     }
-    return positions.size();
+    return count;
   }
   scratch.resize(item_bytes);
-  for (size_t i = 0; i < positions.size(); ++i) {
-    const size_t pos = positions[i];
+  for (size_t i = 0; i < count; ++i) {
+    const size_t pos = positions.empty() ? i : positions[i];
     fill_item(prefix_hash[pos], pos, layer, kind, scratch);
     if (std::memcmp(scratch.data(), got + i * item_bytes, item_bytes) != 0) return i;
   }
-  return positions.size();
+  return count;
 }
 
 std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,

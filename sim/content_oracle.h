@@ -43,7 +43,8 @@ void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t coun
                 ContentKind kind, size_t item_bytes, std::byte* out);
 
 // The index of the first of positions.size() items, read back to back from `got`, whose bytes
-// differ from fill_item's, or positions.size() when every item is right. `scratch` is reused.
+// differ from fill_item's, or positions.size() when every item is right. Empty `positions`
+// means positions 0..prefix_hash.size()-1. `scratch` is reused.
 size_t first_wrong_item(std::span<const uint64_t> prefix_hash, std::span<const size_t> positions,
                         int32_t layer, ContentKind kind, size_t item_bytes, const std::byte* got,
                         std::vector<std::byte>& scratch);

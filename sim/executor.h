@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -172,9 +173,9 @@ class Executor {
   // Model reads, checked against the oracle; false after recording a "content" violation.
   bool read_prefix(SimRequest& r);
   // Reads items `slots` (all layers) of `view` and compares item i with the oracle's bytes of
-  // position positions[i] (kind: ContentKind).
-  bool read_pool_range(const KVPoolView& view, const std::vector<SlotIndex>& slots,
-                       const std::vector<size_t>& positions, const SimRequest& r, int kind,
+  // position positions[i], or of position i when `positions` is empty (kind: ContentKind).
+  bool read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
+                       std::span<const size_t> positions, const SimRequest& r, int kind,
                        const char* what);
   Block& scratch(size_t bytes);
   void after_op(bool may_change_cache);

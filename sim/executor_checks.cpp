@@ -18,8 +18,8 @@ Block& Executor::scratch(size_t bytes) {
   return scratch_;
 }
 
-bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotIndex>& slots,
-                               const std::vector<size_t>& positions, const SimRequest& r, int kind,
+bool Executor::read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
+                               std::span<const size_t> positions, const SimRequest& r, int kind,
                                const char* what) {
   if (slots.empty()) return true;
   const int32_t layers = view.layer_count;
@@ -41,15 +41,19 @@ bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotInd
   }
   drive_compute();
   ++stats_.content_checks;
+  // Without positions, item i is position i: the hashes of positions 0..n-1.
+  const std::span<const uint64_t> hashes =
+      positions.empty() ? std::span<const uint64_t>(r.prefix_hash).first(slots.size())
+                        : std::span<const uint64_t>(r.prefix_hash);
   for (int32_t layer = 0; layer < layers; ++layer) {
     const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer;
-    const size_t i =
-        first_wrong_item(r.prefix_hash, positions, layer, static_cast<ContentKind>(kind),
-                         view.item_bytes, got, expected_scratch_);
+    const size_t i = first_wrong_item(hashes, positions, layer, static_cast<ContentKind>(kind),
+                                      view.item_bytes, got, expected_scratch_);
     if (i < slots.size()) {
       fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
-                          std::to_string(positions[i]) + " layer " + std::to_string(layer) +
-                          " (slot " + std::to_string(slots[i]) + ") holds bytes of another prefix");
+                          std::to_string(positions.empty() ? i : positions[i]) + " layer " +
+                          std::to_string(layer) + " (slot " + std::to_string(slots[i]) +
+                          ") holds bytes of another prefix");
       return false;
     }
   }
@@ -59,11 +63,8 @@ bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotInd
 bool Executor::read_prefix(SimRequest& r) {
   const size_t n = r.computed;
   if (n == 0) return true;
-  std::vector<SlotIndex> slots(r.kv->kv().slots().begin(), r.kv->kv().slots().begin() + n);
-  std::vector<size_t> positions(n);
-  for (size_t i = 0; i < n; ++i)
-    positions[i] = i;
-  if (!read_pool_range(cache_->device_pool().view(), slots, positions, r,
+  // Positions 0..n-1: the slot list is read in place.
+  if (!read_pool_range(cache_->device_pool().view(), r.kv->kv().span().first(n), {}, r,
                        static_cast<int>(ContentKind::kFull), "full KV")) {
     return false;
   }
@@ -100,7 +101,9 @@ bool Executor::read_prefix(SimRequest& r) {
     }
   }
   if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
-    if (!read_pool_range(mamba->device_pool().view(), {*r.kv->mamba_state()}, {n - 1}, r,
+    const SlotIndex state[1] = {*r.kv->mamba_state()};
+    const size_t last[1] = {n - 1};
+    if (!read_pool_range(mamba->device_pool().view(), state, last, r,
                          static_cast<int>(ContentKind::kMamba), "Mamba state")) {
       return false;
     }
