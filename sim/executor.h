@@ -6,7 +6,8 @@
 //  - after every op: backend stream-lifetime violations, core assertions (as "core.assert"),
 //    and pool conservation ("slots.conservation": allocated device tokens == tree device
 //    tokens + request-held tokens), all O(1);
-//  - every `full_every` ops (or amortized, see CheckOptions): HiCache::sanity_check;
+//  - every `full_every` ops (or amortized over the ops that may change the cache, see
+//    CheckOptions): HiCache::sanity_check;
 //  - on every model read (admit, resume): the bytes of every pool the model reads — full KV of
 //    the prefix, the SWA window, the Mamba state — against the content oracle ("content").
 //    Reads go through the compute stream, in stream order, into pinned scratch memory, so a
