@@ -15,6 +15,7 @@ packages=(
   # skip without it (docs/sglang.md).
   pybind11-dev python3-dev python3-numpy python3-hypothesis
   pkg-config graphviz chromium
+  python3-jsonschema  # validates the scenarios against `kvsim schema` (tests/cli/scenario_reference.py)
 )
 
 missing=()
