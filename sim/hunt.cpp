@@ -28,6 +28,7 @@ struct UnitResult {
   std::string source;
   uint64_t seed = 0;
   int64_t ops = 0;
+  uint64_t event_hash = 0;
   std::vector<std::string> features;
   std::array<uint64_t, kFaultSites> faults{};
   std::vector<uint64_t> probes;  // per declared probe, in declaration order
@@ -37,9 +38,15 @@ struct UnitResult {
 };
 
 nlohmann::json to_json(const UnitResult& u) {
-  nlohmann::json j = {{"unit", u.unit},     {"swarm", u.swarm}, {"source", u.source},
-                      {"seed", u.seed},     {"ops", u.ops},     {"features", u.features},
-                      {"faults", u.faults}, {"trace", u.trace}};
+  nlohmann::json j = {{"unit", u.unit},
+                      {"swarm", u.swarm},
+                      {"source", u.source},
+                      {"seed", u.seed},
+                      {"ops", u.ops},
+                      {"features", u.features},
+                      {"event_hash", u.event_hash},
+                      {"faults", u.faults},
+                      {"trace", u.trace}};
   j["probes"] = u.probes;
   if (u.violation) {
     j["invariant"] = u.violation->invariant;
@@ -56,6 +63,7 @@ UnitResult unit_from_json(const nlohmann::json& j) {
   u.source = j.at("source").get<std::string>();
   u.seed = j.at("seed").get<uint64_t>();
   u.ops = j.at("ops").get<int64_t>();
+  u.event_hash = j.at("event_hash").get<uint64_t>();
   u.features = j.at("features").get<std::vector<std::string>>();
   u.faults = j.at("faults").get<std::array<uint64_t, kFaultSites>>();
   u.trace = j.at("trace").get<std::string>();
@@ -87,6 +95,7 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   const RunResult r = run_scenario(
       RunRequest{.scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
   u.ops = r.stats.ops;
+  u.event_hash = r.event_hash;
   u.faults = r.faults_fired;
   for (const probes::Count& c : probes::snapshot())
     u.probes.push_back(c.count);
@@ -130,6 +139,19 @@ class Collector {
     }
     for (size_t i = 0; i < kFaultSites; ++i)
       report_.faults_fired[i] += u.faults[i];
+    report_.unit_log.push_back(
+        HuntUnitRecord{.unit = u.unit,
+                       .swarm = u.swarm,
+                       .source = u.source,
+                       .features = u.features,
+                       .seed = u.seed,
+                       .ops = u.ops,
+                       .event_hash = u.event_hash,
+                       .verdict = !u.violation              ? "ok"
+                                  : u.hang_scenario.empty() ? "violation"
+                                                            : "hang",
+                       .invariant = u.violation ? u.violation->invariant : "",
+                       .faults = u.faults});
     if (report_.probes.empty()) {
       for (const probes::Info& p : probes::all())
         report_.probes.push_back(probes::Count{p.name, 0});
@@ -377,6 +399,8 @@ HuntReport run_hunt(const HuntOptions& options) {
   }
   std::sort(report.failures.begin(), report.failures.end(),
             [](const HuntFailure& a, const HuntFailure& b) { return a.unit < b.unit; });
+  std::sort(report.unit_log.begin(), report.unit_log.end(),
+            [](const HuntUnitRecord& a, const HuntUnitRecord& b) { return a.unit < b.unit; });
   report.wall_s = clock.elapsed();
   if (options.shrink) {
     for (HuntFailure& f : report.failures) {

@@ -70,6 +70,20 @@ struct HuntFailure {
   std::string hang_scenario;
 };
 
+// One unit as it ran (for `kvsim hunt --report`, tools/kvsim/hunt_report.h).
+struct HuntUnitRecord {
+  uint64_t unit = 0;
+  bool swarm = true;
+  std::string source;                 // "swarm" or the named scenario
+  std::vector<std::string> features;  // a swarm configuration's features (sim/swarm.h)
+  uint64_t seed = 0;
+  int64_t ops = 0;
+  uint64_t event_hash = 0;  // 0 for a hang (the run never ended)
+  std::string verdict;      // "ok", "violation" or "hang"
+  std::string invariant;    // the violated invariant ("" when ok)
+  std::array<uint64_t, kFaultSites> faults{};
+};
+
 struct HuntReport {
   uint64_t seed = 0;
   int jobs = 1;
@@ -81,8 +95,9 @@ struct HuntReport {
   std::map<std::string, uint64_t> features;   // swarm configurations by feature
   std::map<std::string, uint64_t> scenarios;  // named-scenario units by name
   std::array<uint64_t, kFaultSites> faults_fired{};
-  probes::Snapshot probes;            // code probes reached, summed over units (docs/probes.md)
-  std::vector<HuntFailure> failures;  // by unit index
+  probes::Snapshot probes;               // code probes reached, summed over units (docs/probes.md)
+  std::vector<HuntFailure> failures;     // by unit index
+  std::vector<HuntUnitRecord> unit_log;  // every unit the hunt counted, by unit index
 };
 
 HuntReport run_hunt(const HuntOptions& options);

@@ -324,6 +324,32 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
   ASSERT_TRUE(again.violation.has_value());
   EXPECT_EQ(again.violation->invariant, two.failures.front().invariant);
   EXPECT_EQ(again.stats.ops, two.failures.front().ops);
+  // The unit log (kvsim hunt --report's units table) holds every unit counted, by index, and a
+  // unit logged by both hunts has the same verdict and event hash whichever process ran it.
+  ASSERT_EQ(one.unit_log.size(), one.units);
+  ASSERT_EQ(two.unit_log.size(), two.units);
+  std::map<uint64_t, const HuntUnitRecord*> by_unit;
+  for (const HuntUnitRecord& rec : one.unit_log)
+    by_unit[rec.unit] = &rec;
+  size_t shared = 0;
+  for (size_t i = 0; i < two.unit_log.size(); ++i) {
+    const HuntUnitRecord& rec = two.unit_log[i];
+    if (i > 0) {
+      EXPECT_LT(two.unit_log[i - 1].unit, rec.unit);
+    }
+    const auto it = by_unit.find(rec.unit);
+    if (it == by_unit.end()) continue;
+    ++shared;
+    EXPECT_EQ(rec.seed, it->second->seed);
+    EXPECT_EQ(rec.verdict, it->second->verdict) << "unit " << rec.unit;
+    EXPECT_EQ(rec.event_hash, it->second->event_hash) << "unit " << rec.unit;
+    EXPECT_EQ(rec.features, it->second->features) << "unit " << rec.unit;
+  }
+  EXPECT_GT(shared, 1u);
+  const HuntUnitRecord& failing = *by_unit.at(two.failures.front().unit);
+  EXPECT_EQ(failing.verdict, "violation");
+  EXPECT_EQ(failing.invariant, two.failures.front().invariant);
+  EXPECT_EQ(failing.event_hash, again.event_hash);
 }
 
 // A planted endless loop (a test hook, not a core change): the run stops making progress at
@@ -367,6 +393,10 @@ TEST(Hunt, AUnitPastItsAllowanceIsAHangFailureNotDropped) {
   EXPECT_EQ(f.unit, first);
   EXPECT_EQ(r.units, first + 1);
   EXPECT_EQ(f.seed, o.seed + first);
+  ASSERT_EQ(r.unit_log.size(), r.units);
+  EXPECT_EQ(r.unit_log.back().unit, first);
+  EXPECT_EQ(r.unit_log.back().verdict, "hang");
+  EXPECT_EQ(r.unit_log.front().verdict, first > 0 ? "ok" : "hang");
   // The written scenario and seed rerun the unit: the same configuration.
   ASSERT_FALSE(f.hang_scenario.empty());
   const Scenario again = load_scenario(f.hang_scenario);

@@ -6,6 +6,8 @@
 
 #include "sim/hunt.h"
 #include "sim/json_reader.h"
+#include "tools/kvsim/html_report.h"
+#include "tools/kvsim/hunt_report.h"
 #include "tools/kvsim/probe_report.h"
 
 namespace kvsim::tools {
@@ -60,14 +62,18 @@ int hunt_command(const HuntCommand& c) {
     if (o.time_budget_s <= 0 && o.max_units == 0) {
       throw sim::InputError("--time-budget: must be positive unless --units is given");
     }
+    if (!c.report.empty()) html::make_report_dir(c.report);  // before the budget is spent
     const sim::HuntReport r = sim::run_hunt(o);
     const probes::Snapshot reached = r.probes.empty() ? probes::snapshot() : r.probes;
+    const std::string page =
+        c.report.empty() ? "" : write_hunt_report(c.report, dir, o, r, reached);
     if (c.json) {
       std::printf("%s\n", sim::hunt_json(r).dump().c_str());
       std::printf("%s\n", probe_report_json(reached, r.units).dump().c_str());
     } else {
       std::printf("%s", sim::hunt_text(r).c_str());
       std::printf("%s", probe_report_text(reached, r.units).c_str());
+      if (!page.empty()) std::printf("report: %s\n", page.c_str());
     }
     return r.failures.empty() ? 0 : 1;
   } catch (const sim::InputError& e) {

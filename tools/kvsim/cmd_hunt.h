@@ -17,6 +17,7 @@ struct HuntCommand {
   bool no_shrink = false;
   double unit_timeout_s = 30;  // a unit running longer is a "hang" failure (0 = no allowance)
   uint64_t units = 0;          // stop after this many units (0 = only the budget and failures)
+  std::string report;          // --report DIR: an HTML page of the hunt (hunt_report.h); "" = none
   std::string scenarios;  // folder of named scenarios ("" = ./scenarios, else the source tree's)
 };
 

@@ -224,6 +224,8 @@ int main(int argc, char** argv) {
           "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  hunt_cmd->add_option("--report", hunt.report,
+                       "Write a self-contained HTML report of the hunt to this folder");
   hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)");
   hunt_cmd->add_option("--scenarios", hunt.scenarios,
                        "Folder of named scenarios (default: ./scenarios, else the source tree's)");

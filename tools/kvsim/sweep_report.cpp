@@ -1,73 +1,20 @@
 #include "tools/kvsim/sweep_report.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
-#include "sim/faults.h"
-#include "sim/json_reader.h"
+#include "tools/kvsim/html_report.h"
 
 namespace kvsim::tools {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string pct(int64_t part, int64_t whole) {
-  if (whole <= 0) return "–";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%",
-                100.0 * static_cast<double>(part) / static_cast<double>(whole));
-  return buf;
-}
-
-// A link from the page in `dir` to `path` (relative when possible).
-std::string link(const std::string& dir, const std::string& path) {
-  if (path.empty()) return "";
-  std::error_code ec;
-  fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(dir, ec), ec);
-  const std::string href = ec || rel.empty() ? path : rel.string();
-  return "<a href=\"" + esc(href) + "\">" + esc(fs::path(path).filename().string()) + "</a>";
-}
+using html::esc;
+using html::link;
+using html::pct;
 
 int64_t num(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j.at(key).is_number() ? j.at(key).get<int64_t>() : 0;
 }
-
-constexpr const char* kStyle = R"(
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;font-size:.9em}
-th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.violation td{background:#fde2e2}tr.vacuous td{background:#fff5d6}
-code{background:#f4f4f4;padding:0 .2em}
-.ok{color:#1a7f37}.bad{color:#cf222e;font-weight:bold}
-)";
 
 }  // namespace
 
@@ -76,9 +23,7 @@ std::string SweepReport::html(const std::string& dir, const probes::Snapshot& pr
           storage_hit = 0, invariant_checks = 0, full_checks = 0, content_checks = 0, finished = 0,
           aborted = 0, retracted = 0;
   std::map<std::string, int64_t> invariants_failed;
-  std::map<std::string, std::pair<int64_t, int64_t>> faults;  // site → (fired, seeds)
-  for (size_t i = 0; i < sim::kFaultSites; ++i)
-    faults[std::string(sim::to_string(static_cast<sim::FaultSite>(i)))] = {0, 0};
+  auto faults = html::all_fault_sites();  // site → (fired, seeds)
   for (const nlohmann::json& r : runs_) {
     const std::string verdict = r.value("verdict", r.value("ok", false) ? "ok" : "violation");
     failures += verdict == "violation";
@@ -104,11 +49,7 @@ std::string SweepReport::html(const std::string& dir, const probes::Snapshot& pr
   }
   const int64_t seeds = static_cast<int64_t>(runs_.size());
   std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-    << "<title>kvsim sweep: " << esc(scenario_) << "</title><style>" << kStyle
-    << "</style></head><body>\n";
-  o << "<h1>kvsim sweep: " << esc(scenario_) << "</h1>\n<p><code>" << esc(command_)
-    << "</code></p>\n";
+  o << html::page_begin("kvsim sweep: " + scenario_, command_);
   o << "<table id=\"summary\"><tr><th>seeds</th><th>ok</th><th>violations</th><th>vacuous</th>"
     << "<th>ops</th></tr><tr><td class=\"num\">" << seeds << "</td><td class=\"num\">"
     << seeds - failures - vacuous << "</td><td class=\"num " << (failures ? "bad" : "ok") << "\">"
@@ -162,24 +103,7 @@ std::string SweepReport::html(const std::string& dir, const probes::Snapshot& pr
   }
   o << "</table>\n";
 
-  o << "<h2>Fault sites</h2>\n<table id=\"faults\"><tr><th>site</th><th>fired</th>"
-    << "<th>seeds where it fired</th></tr>\n";
-  for (const auto& [site, f] : faults) {
-    o << "<tr><td>" << esc(site) << "</td><td class=\"num\">" << f.first
-      << "</td><td class=\"num\">" << f.second << "</td></tr>\n";
-  }
-  o << "</table>\n";
-
-  size_t reached = 0;
-  for (const probes::Count& p : probes)
-    reached += p.count > 0;
-  o << "<h2>Code probes</h2>\n<p>" << reached << " of " << probes.size()
-    << " reached over the sweep.</p>\n<table id=\"probes\"><tr><th>probe</th><th>hits</th></tr>\n";
-  for (const probes::Count& p : probes) {
-    o << "<tr" << (p.count == 0 ? " class=\"vacuous\"" : "") << "><td>" << esc(std::string(p.name))
-      << "</td><td class=\"num\">" << p.count << "</td></tr>\n";
-  }
-  o << "</table>\n";
+  o << html::fault_table(faults, "seeds") << html::probe_section(probes, "the sweep");
 
   o << "<h2>Hit rates</h2>\n<table id=\"hits\"><tr><th></th><th>tokens</th><th>of "
        "prompts</th></tr>\n"
@@ -192,19 +116,12 @@ std::string SweepReport::html(const std::string& dir, const probes::Snapshot& pr
     << "</td><td class=\"num\">" << pct(storage_hit, prompt) << "</td></tr>\n"
     << "<tr><td>requests finished / aborted / retracted</td><td class=\"num\">" << finished << " / "
     << aborted << " / " << retracted << "</td><td></td></tr>\n</table>\n";
-  o << "</body></html>\n";
+  o << html::page_end();
   return o.str();
 }
 
 std::string SweepReport::write(const std::string& dir, const probes::Snapshot& probes) const {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw sim::InputError("--report: " + dir + ": cannot create the folder: " + ec.message());
-  const std::string path = (fs::path(dir) / "index.html").string();
-  std::ofstream out(path);
-  out << html(dir, probes);
-  if (!out) throw sim::InputError("--report: " + path + ": cannot write");
-  return path;
+  return html::write_page(dir, html(dir, probes));
 }
 
 }  // namespace kvsim::tools
