@@ -37,6 +37,23 @@ class PrefixHash {
 void fill_item(uint64_t h, size_t position, int32_t layer, ContentKind kind,
                std::span<std::byte> out);
 
+// fill_item for the items of positions [first, first + count), written back to back to `out`
+// (count * item_bytes bytes); prefix_hash[p] is the prefix hash of position p.
+void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t count, int32_t layer,
+                ContentKind kind, size_t item_bytes, std::byte* out);
+
+// The index of the first of positions.size() items, read back to back from `got`, whose bytes
+// differ from fill_item's, or positions.size() when every item is right. Empty `positions`
+// means positions 0..prefix_hash.size()-1. `scratch` is reused.
+size_t first_wrong_item(std::span<const uint64_t> prefix_hash, std::span<const size_t> positions,
+                        int32_t layer, ContentKind kind, size_t item_bytes, const std::byte* got,
+                        std::vector<std::byte>& scratch);
+
+// fill_item one LCG step at a time, as first written: fill_item must give the same bytes
+// (tests compare them; pools written by older builds hold these bytes).
+void fill_item_reference(uint64_t h, size_t position, int32_t layer, ContentKind kind,
+                         std::span<std::byte> out);
+
 std::vector<std::byte> expected_item(Namespace ns, std::span<const Token> tokens, size_t position,
                                      int32_t layer, size_t item_bytes);
 

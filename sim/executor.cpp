@@ -91,7 +91,11 @@ OpOutcome Executor::apply(const Op& op) {
   if (!out.applied) ++stats_.rejected;
   // A rejected op changed nothing: the checks (and the full-check period) count applied ops. An
   // inject op's held pages are owned by nobody until the next op ends: checks run after that one.
-  if (!violation_ && out.applied && op.kind != OpKind::kInject) after_op();
+  // Ticks, liveness checks and backend steps that found nothing to run leave the cache as it
+  // was: the auto full-check period (CheckOptions::full_every 0) does not count them.
+  const bool may_change_cache = op.kind != OpKind::kTick && op.kind != OpKind::kLiveness &&
+                                !(op.kind == OpKind::kStep && out.applied && !out.ok);
+  if (!violation_ && out.applied && op.kind != OpKind::kInject) after_op(may_change_cache);
   if (observer_ != nullptr) observer_->after_op(index, op, out);
   return out;
 }
@@ -153,7 +157,7 @@ OpOutcome Executor::liveness() {
   return {true, true};
 }
 
-void Executor::after_op() {
+void Executor::after_op(bool may_change_cache) {
   ++stats_.invariant_checks;
   if (!backend_.violations().empty()) {
     const BackendViolation& v = backend_.violations().front();
@@ -173,12 +177,15 @@ void Executor::after_op() {
     return;
   }
   // Auto: the walk visits every node and every page, so run it once per (nodes + pages) / 8
-  // ops — a constant amortized cost per op, whatever the size of the tree.
+  // ops that may change the cache — a constant amortized cost per state change, whatever the
+  // size of the tree. An explicit full_every counts every applied op.
+  const bool automatic = scenario_.check.full_every <= 0;
+  if (automatic && !may_change_cache) return;
   const int64_t walk_cost = static_cast<int64_t>(cache.tree().node_count()) +
                             cache.options().device_tokens / cache.options().page_size +
                             cache.options().host_tokens / cache.options().page_size;
-  const int64_t every = scenario_.check.full_every > 0 ? scenario_.check.full_every
-                                                       : std::max<int64_t>(1, walk_cost / 8);
+  const int64_t every =
+      automatic ? std::max<int64_t>(1, walk_cost / 8) : scenario_.check.full_every;
   if (++since_full_check_ < every) return;
   since_full_check_ = 0;
   ++stats_.full_checks;
@@ -469,12 +476,8 @@ void Executor::forward(SimRequest& r, size_t from, size_t to) {
         size_t j = i + 1;
         while (j < to && slots[j] == slots[j - 1] + 1)
           ++j;
-        bytes.assign((j - i) * view.item_bytes, std::byte{0});
-        for (size_t p = i; p < j; ++p) {
-          fill_item(
-              r.prefix_hash[p], p, layer, kind,
-              std::span<std::byte>(bytes).subspan((p - i) * view.item_bytes, view.item_bytes));
-        }
+        bytes.resize((j - i) * view.item_bytes);
+        fill_items(r.prefix_hash, i, j - i, layer, kind, view.item_bytes, bytes.data());
         backend_.upload_async(compute, view.block, view.offset(layer, slots[i]), bytes, "forward");
         i = j;
       }

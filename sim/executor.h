@@ -6,7 +6,8 @@
 //  - after every op: backend stream-lifetime violations, core assertions (as "core.assert"),
 //    and pool conservation ("slots.conservation": allocated device tokens == tree device
 //    tokens + request-held tokens), all O(1);
-//  - every `full_every` ops (or amortized, see CheckOptions): HiCache::sanity_check;
+//  - every `full_every` ops (or amortized over the ops that may change the cache, see
+//    CheckOptions): HiCache::sanity_check;
 //  - on every model read (admit, resume): the bytes of every pool the model reads — full KV of
 //    the prefix, the SWA window, the Mamba state — against the content oracle ("content").
 //    Reads go through the compute stream, in stream order, into pinned scratch memory, so a
@@ -22,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -175,12 +177,12 @@ class Executor {
   // Model reads, checked against the oracle; false after recording a "content" violation.
   bool read_prefix(SimRequest& r);
   // Reads items `slots` (all layers) of `view` and compares item i with the oracle's bytes of
-  // position positions[i] (kind: ContentKind).
-  bool read_pool_range(const KVPoolView& view, const std::vector<SlotIndex>& slots,
-                       const std::vector<size_t>& positions, const SimRequest& r, int kind,
+  // position positions[i], or of position i when `positions` is empty (kind: ContentKind).
+  bool read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
+                       std::span<const size_t> positions, const SimRequest& r, int kind,
                        const char* what);
   Block& scratch(size_t bytes);
-  void after_op();
+  void after_op(bool may_change_cache);
   void fail(std::string invariant, std::string detail);
   void mix(uint64_t v);
 
@@ -199,6 +201,7 @@ class Executor {
   uint64_t hash_ = 1469598103934665603ull;
   int64_t since_full_check_ = 0;
   Block scratch_;
+  std::vector<std::byte> expected_scratch_;  // read_pool_range's expected bytes
   ExecutorObserver* observer_ = nullptr;
   // Pages an inject op holds until the end of the next op: (allocator, pages).
   std::vector<std::pair<PagedSlotAllocator*, IndexVector>> injected_;

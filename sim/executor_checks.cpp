@@ -1,5 +1,8 @@
 // Executor: the model's reads (checked against the content oracle) and end-of-run quiescence.
+#include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "sim/content_oracle.h"
 #include "sim/executor.h"
@@ -15,8 +18,8 @@ Block& Executor::scratch(size_t bytes) {
   return scratch_;
 }
 
-bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotIndex>& slots,
-                               const std::vector<size_t>& positions, const SimRequest& r, int kind,
+bool Executor::read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
+                               std::span<const size_t> positions, const SimRequest& r, int kind,
                                const char* what) {
   if (slots.empty()) return true;
   const int32_t layers = view.layer_count;
@@ -38,18 +41,20 @@ bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotInd
   }
   drive_compute();
   ++stats_.content_checks;
-  std::vector<std::byte> expected(view.item_bytes);
+  // Without positions, item i is position i: the hashes of positions 0..n-1.
+  const std::span<const uint64_t> hashes =
+      positions.empty() ? std::span<const uint64_t>(r.prefix_hash).first(slots.size())
+                        : std::span<const uint64_t>(r.prefix_hash);
   for (int32_t layer = 0; layer < layers; ++layer) {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const size_t pos = positions[i];
-      fill_item(r.prefix_hash[pos], pos, layer, static_cast<ContentKind>(kind), expected);
-      const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer + i * view.item_bytes;
-      if (!std::equal(expected.begin(), expected.end(), got)) {
-        fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
-                            std::to_string(pos) + " layer " + std::to_string(layer) + " (slot " +
-                            std::to_string(slots[i]) + ") holds bytes of another prefix");
-        return false;
-      }
+    const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer;
+    const size_t i = first_wrong_item(hashes, positions, layer, static_cast<ContentKind>(kind),
+                                      view.item_bytes, got, expected_scratch_);
+    if (i < slots.size()) {
+      fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
+                          std::to_string(positions.empty() ? i : positions[i]) + " layer " +
+                          std::to_string(layer) + " (slot " + std::to_string(slots[i]) +
+                          ") holds bytes of another prefix");
+      return false;
     }
   }
   return true;
@@ -58,11 +63,8 @@ bool Executor::read_pool_range(const KVPoolView& view, const std::vector<SlotInd
 bool Executor::read_prefix(SimRequest& r) {
   const size_t n = r.computed;
   if (n == 0) return true;
-  std::vector<SlotIndex> slots(r.kv->kv().slots().begin(), r.kv->kv().slots().begin() + n);
-  std::vector<size_t> positions(n);
-  for (size_t i = 0; i < n; ++i)
-    positions[i] = i;
-  if (!read_pool_range(cache_->device_pool().view(), slots, positions, r,
+  // Positions 0..n-1: the slot list is read in place.
+  if (!read_pool_range(cache_->device_pool().view(), r.kv->kv().span().first(n), {}, r,
                        static_cast<int>(ContentKind::kFull), "full KV")) {
     return false;
   }
@@ -99,7 +101,9 @@ bool Executor::read_prefix(SimRequest& r) {
     }
   }
   if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
-    if (!read_pool_range(mamba->device_pool().view(), {*r.kv->mamba_state()}, {n - 1}, r,
+    const SlotIndex state[1] = {*r.kv->mamba_state()};
+    const size_t last[1] = {n - 1};
+    if (!read_pool_range(mamba->device_pool().view(), state, last, r,
                          static_cast<int>(ContentKind::kMamba), "Mamba state")) {
       return false;
     }

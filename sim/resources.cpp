@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -29,6 +30,27 @@ uint64_t u(int64_t v) {
 constexpr uint64_t kPerSlot = 32;
 // Per request the executor keeps after it is done (SimRequest, map node).
 constexpr uint64_t kPerRequest = 512;
+
+// The prompts a streamed generated workload holds at once. A request in flight holds its
+// tokens (4 bytes each) and their prefix hashes (8 bytes each); a prompt is at most a system
+// prompt, a session history capped at 4 x prompt_max (agentic), and its outputs. A request
+// lives at most liveness_ticks (longer is a liveness violation, which ends the run), so the
+// requests in flight are those that arrived within one liveness window: at the arrival rate,
+// mean + 8 standard deviations (Poisson) + the running batch, at most every request. The
+// generator's own state: the system prompts and one history per session (4 bytes a token).
+uint64_t streamed_prompt_bytes(const Scenario& s) {
+  const WorkloadOptions& w = s.workload;
+  const uint64_t history = mul(4, u(w.prompt_max));
+  const uint64_t prompt = add(add(u(w.system_prompt_tokens), history), u(w.output_max));
+  const double mean = std::max(0.0, w.arrival_rate) *
+                      static_cast<double>(std::max<int64_t>(s.scheduler.liveness_ticks, 1));
+  const double window = mean + 8 * std::sqrt(mean) + 16;
+  const uint64_t in_window = window >= 9.0e18 ? kMax : static_cast<uint64_t>(std::ceil(window));
+  const uint64_t in_flight = std::min(u(w.requests), add(in_window, u(s.scheduler.max_running)));
+  const uint64_t generator = mul(4, add(mul(u(w.system_prompts), u(w.system_prompt_tokens)),
+                                        mul(u(w.sessions), add(history, u(w.output_max)))));
+  return add(mul(mul(in_flight, prompt), 12), generator);
+}
 
 }  // namespace
 
@@ -72,14 +94,14 @@ std::vector<MemoryNeed> scenario_memory(const Scenario& s, bool generates_worklo
          u(s.sparse_index_bytes_per_page));
   }
   const WorkloadOptions& w = s.workload;
-  // Requests stay in the executor's table (a few hundred bytes each once done); a generated
-  // workload also holds each prompt until it arrives (4 bytes a token).
-  uint64_t per_request = kPerRequest;
+  // Requests stay in the executor's table (a few hundred bytes each once done), plus a fixed
+  // allowance for buffers that do not scale with a field (scratch, streams).
+  needs.push_back({"workload.requests", add(mul(u(w.requests), kPerRequest), uint64_t{1} << 20)});
   if (generates_workload && w.kind != WorkloadKind::kMooncake) {
-    per_request = add(per_request, mul(4, u(w.prompt_max) + u(w.system_prompt_tokens)));
+    // The generator streams (sim/workload.h ArrivalSource) and a finished request drops its
+    // tokens: prompts are held by the requests in flight only, not by every request.
+    needs.push_back({"workload.prompt_max", streamed_prompt_bytes(s)});
   }
-  // Plus a fixed allowance for buffers that do not scale with a field (scratch, streams).
-  needs.push_back({"workload.requests", add(mul(u(w.requests), per_request), uint64_t{1} << 20)});
   std::stable_sort(needs.begin(), needs.end(),
                    [](const MemoryNeed& a, const MemoryNeed& b) { return a.bytes > b.bytes; });
   return needs;

@@ -67,8 +67,9 @@ struct FaultOptions {
 };
 
 struct CheckOptions {
-  // Full sanity_check every N ops; 0 = auto: every (tree nodes + pool pages) / 8 ops, so the
-  // O(tree) walk costs O(1) per op amortized. The O(1) checks (stream lifetime, pool
+  // Full sanity_check every N ops; 0 = auto: every (tree nodes + pool pages) / 8 ops that may
+  // change the cache (ticks, liveness checks and steps that ran nothing do not count), so the
+  // O(tree) walk costs O(1) per state change amortized. The O(1) checks (stream lifetime, pool
   // conservation, content on every read) run after every op regardless.
   int64_t full_every = 1;
   bool content = true;  // model reads are checked against the content oracle
