@@ -7,6 +7,9 @@
 // prefix hits, evictions, load-backs, write-backs, prefetches, retract/resume and aborts of
 // requests with transfers in flight all happen within a few dozen ops.
 //
+// Storage ops may arm one storage fault (read error, vanished or corrupt page, short read,
+// failed or torn write, slow I/O) for their step, as the simulator's fault sites do.
+//
 // Property: every op leaves every executor invariant intact (executor.h), and after a drain
 // (flush, copy streams and storage run to idle, every unfinished request aborted) the cache is
 // quiescent. The executor turns core assertions into a "core.assert" violation. Ops that make
@@ -28,6 +31,7 @@
 #include "sim/json_reader.h"
 #include "sim/op.h"
 #include "sim/scenario.h"
+#include "sim/storage_faults.h"
 
 namespace kvsim::fuzz {
 namespace {
@@ -170,7 +174,18 @@ Op compute(FuzzedDataProvider& in, const Executor& ex) {
   return op;
 }
 
-// Op 0 is benign (a poll point); the order is the byte encoding of existing corpus files.
+// One unit of storage work with one of the storage tier's operating faults armed for it
+// (sim/storage_faults.h): a read fault may meet a later page of the batch.
+Op storage_with_fault(FuzzedDataProvider& in, const Executor&) {
+  Op op{.kind = OpKind::kStorage, .target = in.ConsumeIntegralInRange<uint32_t>(0, 2)};
+  const auto fault = in.ConsumeIntegralInRange<int64_t>(1, sim::kStorageFaults - 1);
+  const auto skip = in.ConsumeIntegralInRange<int64_t>(0, 3);
+  op.n = fault | (skip << sim::kStorageFaultSkipShift);
+  return op;
+}
+
+// Op 0 is benign (a poll point); the order is the byte encoding of existing corpus files (new
+// ops go at the end).
 using OpMaker = Op (*)(FuzzedDataProvider&, const Executor&);
 constexpr OpMaker kOps[] = {
     [](FuzzedDataProvider&, const Executor&) { return Op{.kind = OpKind::kPoll}; },
@@ -201,6 +216,7 @@ constexpr OpMaker kOps[] = {
       return Op{.kind = OpKind::kTick, .n = static_cast<int64_t>(ex.now()) + dt};
     },
     [](FuzzedDataProvider&, const Executor&) { return Op{.kind = OpKind::kFlush}; },
+    storage_with_fault,
 };
 // One input byte picks an op: more ops than that need a wider selector.
 static_assert(std::size(kOps) < 256, "the op selector is one byte");

@@ -78,12 +78,20 @@ OpOutcome Executor::apply(const Op& op) {
       fail("core.assert", e.what());
       out = OpOutcome{.applied = true, .ok = false};  // it ran, and failed: not a rejection
     }
+    if (op.kind != OpKind::kInject) {
+      try {
+        release_injected();
+      } catch (const AssertionFailure& e) {
+        fail("core.assert", e.what());
+      }
+    }
   }
   mix(static_cast<uint64_t>(op.kind) << 56 ^ op.rid << 8 ^ (out.applied ? 2u : 0u) ^
       (out.ok ? 1u : 0u));
   if (!out.applied) ++stats_.rejected;
-  // A rejected op changed nothing: the checks (and the full-check period) count applied ops.
-  if (!violation_ && out.applied) after_op();
+  // A rejected op changed nothing: the checks (and the full-check period) count applied ops. An
+  // inject op's held pages are owned by nobody until the next op ends: checks run after that one.
+  if (!violation_ && out.applied && op.kind != OpKind::kInject) after_op();
   if (observer_ != nullptr) observer_->after_op(index, op, out);
   return out;
 }
@@ -200,6 +208,7 @@ OpOutcome Executor::dispatch(const Op& op) {
   }
   if (op.kind == OpKind::kStep) return step(op.target, op.n);
   if (op.kind == OpKind::kStorage) return storage(op.target, op.n);
+  if (op.kind == OpKind::kInject) return inject(op);
   if (op.kind == OpKind::kTick) return tick(op.n);
   if (op.kind == OpKind::kLiveness) return liveness();
   auto it = requests_.find(op.rid);
@@ -499,6 +508,44 @@ void Executor::forward(SimRequest& r, size_t from, size_t to) {
       backend_.upload_async(compute, view.block, view.offset(layer, *r.kv->mamba_state()), bytes,
                             "forward state");
     }
+  }
+}
+
+OpOutcome Executor::inject(const Op& op) {
+  if (!cache_->options().hierarchical && op.target == 0) return {};
+  // Targets 0 and 1 leave `n` pages free (0: none): a pool full, or nearly full.
+  auto hold = [&](PagedSlotAllocator& slots) {
+    const int64_t free = slots.available_size() - op.n * slots.page_size();
+    if (free <= 0) return;
+    std::optional<IndexVector> pages = slots.alloc(free);
+    KV_ASSERT(pages.has_value(), "a pool's free pages could not be allocated");
+    injected_.emplace_back(&slots, std::move(*pages));
+  };
+  switch (op.target) {
+    case 0:  // host pools full: the main one and the side pools'
+      hold(cache_->host_slots());
+      for (ComponentType t : {ComponentType::kSwa, ComponentType::kMamba}) {
+        if (SidePool* p = cache_->side_pool(t)) hold(p->host_slots());
+      }
+      return {true, true};
+    case 1:
+      hold(cache_->device_slots());
+      return {true, true};
+    case 2:
+      backend_.delay_event_queries(op.n);
+      return {true, true};
+    default:
+      return {};
+  }
+}
+
+void Executor::release_injected() {
+  backend_.delay_event_queries(0);
+  // Last held, first given back.
+  while (!injected_.empty()) {
+    auto [slots, pages] = std::move(injected_.back());
+    injected_.pop_back();
+    slots->free(pages);
   }
 }
 

@@ -163,6 +163,9 @@ class Executor {
   bool check_metadata(const SimRequest& r);
   CpuCopyPools cpu_copy_pools();
   OpOutcome storage(uint32_t worker, int64_t fault);
+  // kInject: holds every free page of a pool (or delays event queries) for the next op only.
+  OpOutcome inject(const Op& op);
+  void release_injected();
 
   void extend_tokens(SimRequest& r);
   void release_request_memory(SimRequest& r);  // prefix_hash catches up with tokens
@@ -197,6 +200,8 @@ class Executor {
   int64_t since_full_check_ = 0;
   Block scratch_;
   ExecutorObserver* observer_ = nullptr;
+  // Pages an inject op holds until the end of the next op: (allocator, pages).
+  std::vector<std::pair<PagedSlotAllocator*, IndexVector>> injected_;
 };
 
 }  // namespace kvsim::sim

@@ -126,6 +126,11 @@ void Executor::check_quiescent() {
         "transfers still pending");
   quiet(cache_->prefetches().empty(), "prefetches still live");
   quiet(backend_.pending_ops() == 0, "backend ops still queued");
+  // Every host protection was given back (host_protection.owned checks the owners as it goes).
+  tree.for_each_node([&](const TreeNode& n) {
+    quiet(n.full().host_lock_ref == 0, "node " + std::to_string(n.id) + " still host-protected (" +
+                                           std::to_string(n.full().host_lock_ref) + ")");
+  });
   SanityReport report;
   cache_->sanity_check(report);
   if (!report.ok()) fail(report.first()->invariant, describe(*report.first()));

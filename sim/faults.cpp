@@ -20,6 +20,16 @@ std::string_view to_string(FaultSite site) {
       return "storage_stall";
     case FaultSite::kComputeStall:
       return "compute_stall";
+    case FaultSite::kHostFullBackup:
+      return "host_full_backup";
+    case FaultSite::kHostFullLoadBack:
+      return "host_full_load_back";
+    case FaultSite::kHostFullPrefetch:
+      return "host_full_prefetch";
+    case FaultSite::kDeviceFullLoadBack:
+      return "device_full_load_back";
+    case FaultSite::kEventQueryDelay:
+      return "event_query_delay";
     case FaultSite::kStorageReadError:
       return "storage_read_error";
     case FaultSite::kStorageVanish:

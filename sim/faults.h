@@ -24,7 +24,14 @@ enum class FaultSite : uint8_t {
   kForcedRetract = 5,  // a running request is retracted
   kStorageStall = 6,   // storage workers make no progress this iteration
   kComputeStall = 7,   // the forward of this iteration is skipped (the batch is held)
-  // 8..15: reserved for other sites. 16..22: the storage tier's faults, each injected into one
+  // Pool exhaustion on the paths that allocate outside a compute step (an inject op holds every
+  // free page of the pool for the next op, so the core sees a genuinely full pool).
+  kHostFullBackup = 8,     // host pool full during a finish or prefill chunk (backups, write-back)
+  kHostFullLoadBack = 9,   // host pool full during an admission with load-back
+  kHostFullPrefetch = 10,  // host pool full during a poll (prefetch hits take host pages there)
+  kDeviceFullLoadBack = 11,  // device pool full during an admission with load-back
+  kEventQueryDelay = 12,     // a poll's event queries answer "not yet" for finished copies
+  // 13..15: free for the next sites. 16..22: the storage tier's faults, each injected into one
   // storage step by FaultyStorage (sim/storage_faults.h) and recorded in its op.
   kStorageReadError = 16,   // a page read fails (EIO)
   kStorageVanish = 17,      // a page the hit query found is gone when read

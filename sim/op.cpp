@@ -7,8 +7,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kOpNames = {
-    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract", "offload",
-    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness"};
+    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract",  "offload",
+    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness", "inject"};
 
 }  // namespace
 
@@ -55,6 +55,10 @@ nlohmann::json to_json(const Op& op) {
       break;
     case OpKind::kTick:
       j["now"] = op.n;
+      break;
+    case OpKind::kInject:
+      j["fault"] = op.target;
+      j["n"] = op.n;
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:
@@ -120,6 +124,10 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
       break;
     case OpKind::kTick:
       op.n = r.required_integer("now", 0, kMax);
+      break;
+    case OpKind::kInject:
+      op.target = static_cast<uint32_t>(r.required_integer("fault", 0, 2));
+      op.n = r.required_integer("n", op.target == 2 ? 1 : 0, int64_t{1} << 30);
       break;
     case OpKind::kPoll:
     case OpKind::kFlush:

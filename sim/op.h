@@ -35,6 +35,8 @@ enum class OpKind : uint8_t {
   kTick = 12,          // the logical clock moves to `n`
   kFlush = 13,         // wait for every device↔host transfer and consume its acks
   kLiveness = 14,      // end of a scheduler iteration: no live request older than liveness_ticks
+  kInject = 15,        // arm a fault for the next op only: target 0 host pools full, 1 device
+                       // pool full (but `n` pages), 2 the next `n` event queries answer "not yet"
 };
 
 struct Op {
@@ -44,7 +46,7 @@ struct Op {
   Tokens prompt;           // kArrive (shared with the arrival it came from)
   int64_t output_len = 0;  // kArrive
   int64_t n = 0;           // kCompute: tokens computed after; kStep: ops; kTick: now
-  uint32_t target = 0;     // kStep: stream; kStorage: which worker
+  uint32_t target = 0;     // kStep: stream; kStorage: which worker; kInject: what
   bool flag = false;       // kAdmit: allow load-back; kCompute: injected OOM
 };
 

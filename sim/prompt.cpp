@@ -27,6 +27,26 @@ int64_t recipe_length(const PromptRecipe& recipe) {
   return n;
 }
 
+PromptRecipe recipe_prefix(const PromptRecipe& recipe, int64_t n) {
+  PromptRecipe out;
+  for (const PromptSegment& s : recipe) {
+    if (n <= 0) break;
+    PromptSegment cut = s;
+    if (s.n > n) {
+      cut.n = n;
+      if (s.kind == PromptSegment::Kind::kTokens) {
+        cut.items.resize(static_cast<size_t>(n));
+      } else if (s.kind == PromptSegment::Kind::kMooncake) {
+        const auto bt = static_cast<int64_t>(s.value);
+        cut.items.resize(static_cast<size_t>((n + bt - 1) / bt));
+      }
+    }
+    n -= cut.n;
+    out.push_back(std::move(cut));
+  }
+  return out;
+}
+
 void expand_recipe(const PromptRecipe& recipe, std::vector<Token>& out) {
   out.reserve(out.size() + static_cast<size_t>(recipe_length(recipe)));
   for (const PromptSegment& s : recipe) {
@@ -38,7 +58,7 @@ void expand_recipe(const PromptRecipe& recipe, std::vector<Token>& out) {
       case PromptSegment::Kind::kRng: {
         Rng rng(s.value);  // Rng's state is its seed: see Rng::state()
         for (int64_t i = 0; i < s.n; ++i)
-          out.push_back(static_cast<Token>(rng.below(kPromptVocab)));
+          out.push_back(static_cast<Token>(rng.below(static_cast<uint64_t>(s.vocab))));
         break;
       }
       case PromptSegment::Kind::kOutputs:
@@ -72,7 +92,11 @@ nlohmann::json recipe_json(const PromptRecipe& recipe) {
         arr.push_back({{"tokens", s.items}});
         break;
       case PromptSegment::Kind::kRng:
-        arr.push_back({{"rng", hex64(s.value)}, {"n", s.n}});
+        if (s.vocab == kPromptVocab) {  // the default is not written: older readers take it
+          arr.push_back({{"rng", hex64(s.value)}, {"n", s.n}});
+        } else {
+          arr.push_back({{"rng", hex64(s.value)}, {"n", s.n}, {"vocab", s.vocab}});
+        }
         break;
       case PromptSegment::Kind::kOutputs:
         arr.push_back({{"out", s.value}, {"n", s.n}});
@@ -111,6 +135,7 @@ PromptRecipe recipe_from_json(const nlohmann::json& j, const std::string& where,
       }
       s.value = std::stoull(state, nullptr, 16);
       s.n = r.required_integer("n", 1, kMaxPromptTokens);
+      s.vocab = r.integer("vocab", kPromptVocab, 1, INT32_MAX);
     } else if (r.has("out")) {
       s.kind = PromptSegment::Kind::kOutputs;
       s.value = static_cast<uint64_t>(r.required_integer("out", 1, INT64_MAX));

@@ -5,6 +5,7 @@
 //   {"tokens": [t, ...]}                              literal tokens
 //   {"rng": "<16 hex digits>", "n": N}                N tokens drawn from an Rng in that state,
 //                                                     each below kPromptVocab (generated text)
+//   {"rng": "<16 hex digits>", "n": N, "vocab": V}    the same, each below V (a small vocabulary)
 //   {"out": rid, "n": N}                              output_token(rid, 0..N-1) (a turn's answer)
 //   {"mooncake": [id, ...], "block_tokens": B, "len": L}
 //                                                     Mooncake blocks (mooncake_block_tokens),
@@ -84,6 +85,7 @@ struct PromptSegment {
   uint64_t value = 0;          // kRng: the generator state; kOutputs: rid; kMooncake: block_tokens
   int64_t n = 0;               // tokens this segment contributes
   std::vector<int64_t> items;  // kTokens: the tokens; kMooncake: the block ids
+  int64_t vocab = kPromptVocab;  // kRng: tokens are drawn below this
 
   friend bool operator==(const PromptSegment&, const PromptSegment&) = default;
 };
@@ -91,6 +93,9 @@ struct PromptSegment {
 using PromptRecipe = std::vector<PromptSegment>;
 
 int64_t recipe_length(const PromptRecipe& recipe);
+// The recipe of the first `n` tokens of `recipe` (a fork of a cached sequence at any offset):
+// each segment kind expands to a prefix of itself when cut, so no new kind is needed.
+PromptRecipe recipe_prefix(const PromptRecipe& recipe, int64_t n);
 // The tokens of a recipe (appended to `out`).
 void expand_recipe(const PromptRecipe& recipe, std::vector<Token>& out);
 Tokens expand_recipe(const PromptRecipe& recipe);

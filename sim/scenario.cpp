@@ -8,7 +8,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kWorkloadKinds = {"mixed",   "shared_prompt", "multi_turn",
-                                                 "agentic", "uniform",       "mooncake"};
+                                                 "agentic", "uniform",       "mooncake",
+                                                 "fork",    "adversarial"};
 
 WorkloadKind workload_kind(const std::string& s) {
   for (size_t i = 0; i < kWorkloadKinds.size(); ++i) {
@@ -119,6 +120,9 @@ void parse_workload(JsonReader r, Scenario& s) {
   w.trace_path = r.string("trace", "");
   w.block_tokens = r.integer("block_tokens", w.block_tokens, 1, 1 << 20);
   w.ms_per_tick = r.number("ms_per_tick", w.ms_per_tick, 1e-6, 1e9);
+  w.vocab = r.integer("vocab", w.vocab, 1, 1 << 30);
+  w.cross_namespace = r.boolean("cross_namespace", w.cross_namespace);
+  w.burst = r.integer("burst", w.burst, 1, 1 << 16);
   if (w.kind == WorkloadKind::kMooncake && w.trace_path.empty()) {
     r.fail("trace", "a mooncake workload needs a trace file");
   }
@@ -339,6 +343,9 @@ nlohmann::json to_json(const Scenario& s) {
       {"namespaces", w.namespaces},
       {"block_tokens", w.block_tokens},
       {"ms_per_tick", w.ms_per_tick},
+      {"vocab", w.vocab},
+      {"cross_namespace", w.cross_namespace},
+      {"burst", w.burst},
   };
   if (!w.trace_path.empty()) workload["trace"] = w.trace_path;
   const SchedulerOptions& o = s.scheduler;

@@ -22,6 +22,8 @@ enum class WorkloadKind : uint8_t {
   kAgentic = 3,       // long prefixes that grow by tool outputs, re-sent each step
   kUniform = 4,       // unrelated random prompts
   kMooncake = 5,      // a Mooncake trace file (hash ids expanded to tokens)
+  kFork = 6,          // an earlier prompt cut at a random token offset, then a fresh turn
+  kAdversarial = 7,   // every generator above but Mooncake, forks included
 };
 
 struct WorkloadOptions {
@@ -37,6 +39,10 @@ struct WorkloadOptions {
   std::string trace_path;      // kMooncake: resolved against the scenario file's folder
   int64_t block_tokens = 512;  // kMooncake: tokens per hash id
   double ms_per_tick = 1.0;    // kMooncake: timestamp scale
+  // Adversarial knobs (the defaults reproduce the original generators draw for draw).
+  int64_t vocab = 50000;         // tokens are drawn from [0, vocab)
+  bool cross_namespace = false;  // shared prompts and forks pick any namespace
+  int64_t burst = 1;             // each arrival brings 1..burst requests at once
 };
 
 enum class SchedulerMode : uint8_t { kNormal = 0, kPd = 1 };

@@ -81,7 +81,12 @@ bool Scheduler::iteration() {
     if (!ok) return false;
     waiting_.push_back(rid);
   }
-  if (!faults_.fire(FaultSite::kAckDefer) && !emit(Op{.kind = OpKind::kPoll})) return false;
+  if (!faults_.fire(FaultSite::kAckDefer)) {
+    if (!inject(FaultSite::kHostFullPrefetch, 0) || !inject(FaultSite::kEventQueryDelay, 2)) {
+      return false;
+    }
+    if (!emit(Op{.kind = OpKind::kPoll})) return false;
+  }
   progress_copies_and_storage();
   if (executor_.failed()) return false;
   inject_aborts();
@@ -174,6 +179,15 @@ void Scheduler::inject_aborts() {
   }
 }
 
+bool Scheduler::inject(FaultSite site, uint32_t what) {
+  if (!faults_.fire(site)) return true;
+  // Event queries: 1-4 delayed. Pools: full (half the time) or 1-8 pages left free.
+  const int64_t n = what == 2          ? 1 + static_cast<int64_t>(rng_.below(4))
+                    : rng_.chance(0.5) ? 0
+                                       : 1 + static_cast<int64_t>(rng_.below(8));
+  return emit(Op{.kind = OpKind::kInject, .n = n, .target = what});
+}
+
 bool Scheduler::preempt(RequestId rid) {
   running_.erase(std::find(running_.begin(), running_.end(), rid));
   if (pd()) {
@@ -213,6 +227,10 @@ void Scheduler::admit_waiting() {
         std::min<int64_t>(o.chunk_tokens, static_cast<int64_t>(r->tokens.size()));
     if (budget < first_chunk + o.decode_reserve_tokens && !running_.empty()) return;
     OpOutcome admitted;
+    if (o.load_back &&
+        (!inject(FaultSite::kHostFullLoadBack, 0) || !inject(FaultSite::kDeviceFullLoadBack, 1))) {
+      return;
+    }
     if (!emit(Op{.kind = OpKind::kAdmit, .rid = rid, .flag = o.load_back}, &admitted)) return;
     if (!admitted.ok) return;  // no state slot: wait for running requests to finish
     waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
@@ -231,6 +249,7 @@ void Scheduler::forward_running() {
                                           static_cast<int64_t>(r->tokens.size()));
       OpOutcome out;
       const bool oom = faults_.fire(FaultSite::kAllocFail);
+      if (!inject(FaultSite::kHostFullBackup, 0)) return;
       if (!emit(Op{.kind = OpKind::kCompute, .rid = rid, .n = n, .flag = oom}, &out)) return;
       if (!out.ok && running_.size() > 1) {  // no room for this chunk now
         if (!preempt(rid)) return;
@@ -252,6 +271,7 @@ void Scheduler::forward_running() {
     }
     if (r->generated >= r->output_len) {
       running_.erase(std::find(running_.begin(), running_.end(), rid));
+      if (!inject(FaultSite::kHostFullBackup, 0)) return;
       if (!emit(Op{.kind = OpKind::kFinish, .rid = rid})) return;
       continue;
     }

@@ -20,7 +20,7 @@ std::string site(const SimViolation& v) {
 
 bool uses_rid(OpKind k) {
   return k != OpKind::kPoll && k != OpKind::kStep && k != OpKind::kStorage && k != OpKind::kTick &&
-         k != OpKind::kFlush && k != OpKind::kLiveness;
+         k != OpKind::kFlush && k != OpKind::kLiveness && k != OpKind::kInject;
 }
 
 class Shrinker {
@@ -47,6 +47,8 @@ class Shrinker {
       shrink_pools(ops);  // first: with more requests left, smaller pools still fail
       drop_requests(ops);
       ddmin(ops);
+      drop_pairs(ops);
+      merge_adjacent(ops);
       simplify(ops);
       changed = size_of(ops) < before || to_json(base_.scenario) != to_json(config_before);
     }
@@ -120,6 +122,41 @@ class Shrinker {
       if (reduced) continue;
       if (n >= ops.size()) break;
       n = std::min(ops.size(), n * 2);
+    }
+  }
+
+  // Two adjacent ops that only go together (an inject op and the op it arms, an arrival and
+  // its admission, a step and the poll that consumes its ack): ddmin's single-op removals
+  // cannot take out either one alone. Last pairs first.
+  void drop_pairs(std::vector<Op>& ops) {
+    for (size_t i = ops.size(); i-- > 1 && budget_left();) {
+      if (i >= ops.size()) continue;
+      std::vector<Op> candidate(ops.begin(), ops.begin() + static_cast<ptrdiff_t>(i - 1));
+      candidate.insert(candidate.end(), ops.begin() + static_cast<ptrdiff_t>(i + 1), ops.end());
+      if (fails(candidate)) ops = std::move(candidate);
+    }
+  }
+
+  // Runs of one kind that one op can do: steps of one stream become one step of the summed
+  // count; of consecutive ticks (absolute times) the last is enough.
+  void merge_adjacent(std::vector<Op>& ops) {
+    for (size_t i = 0; i + 1 < ops.size() && budget_left();) {
+      const Op& a = ops[i];
+      const Op& b = ops[i + 1];
+      std::vector<Op> candidate;
+      if (a.kind == OpKind::kStep && b.kind == OpKind::kStep && a.target == b.target) {
+        candidate = ops;
+        candidate[i].n = a.n + b.n;
+        candidate.erase(candidate.begin() + static_cast<ptrdiff_t>(i + 1));
+      } else if (a.kind == OpKind::kTick && b.kind == OpKind::kTick) {
+        candidate = ops;
+        candidate.erase(candidate.begin() + static_cast<ptrdiff_t>(i));
+      }
+      if (!candidate.empty() && fails(candidate)) {
+        ops = std::move(candidate);  // the merged op may merge with the next one too
+      } else {
+        ++i;
+      }
     }
   }
 

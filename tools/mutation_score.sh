@@ -13,12 +13,20 @@
 #
 # Usage: tools/mutation_score.sh [--sample N] [--seed S] [--budget SECONDS] [--unit-tests]
 #                                [--min-score PERCENT] [--files "FILE..."] [--list]
+#                                [--shard I/N] [--results FILE]
+#        tools/mutation_score.sh --merge FILE...
 #   --sample N     mutants to pick (default 15; 0 = every mutant)
 #   --seed S       the sample's seed (default 1)
 #   --budget S     blind-hunt seconds per mutant (default 60)
 #   --unit-tests   also run the mutated module's unit tests (a separate column, not the score)
 #   --min-score P  exit 1 if the score is below P percent (default: no threshold)
 #   --files "..."  the files to mutate (default below); --list prints the mutants and exits
+#   --shard I/N    run only the sampled mutants whose id i has i % N == I, in its own work folder
+#                  ($KVSIM_MUTATION_WORK or build/mutation, suffixed -shardI), so N shards run
+#                  side by side, one per core
+#   --results FILE also write the rows as TSV (default: <work>/score-out/results.tsv)
+#   --merge FILE.. print one table and one score from several shards' results files (same
+#                  sample, seed and budget), with the survivors' diffs; runs nothing
 # The hunt: HUNT_CMD, a command template with {kvsim} {budget} {scenarios} {traces}. Default:
 # `{kvsim} hunt --time-budget {budget}` when kvsim has a hunt subcommand, otherwise the stand-in
 # tools/mutate/standin_hunt.sh (every scenario, equal share of the budget, first failure).
@@ -30,6 +38,9 @@ budget=60
 unit=0
 min_score=""
 list_only=0
+shard_i=0
+shard_n=1
+results=""
 # file_storage.cpp: no simulator path uses it; sha256.cpp: a hash; hi_cache_options.cpp:
 # parsing and names. Checking functions (sanity_check, check_*) are skipped inside mutate.py.
 files="core/tree/eviction_policy.cpp core/tree/full_component.cpp core/tree/mamba_component.cpp
@@ -46,6 +57,18 @@ while [ $# -gt 0 ]; do
     --min-score) min_score=$2; shift 2 ;;
     --files) files=$2; shift 2 ;;
     --list) list_only=1; shift ;;
+    --shard)
+      case "$2" in
+        [0-9]*/[0-9]*) shard_i=${2%%/*}; shard_n=${2##*/} ;;
+        *) echo "mutation_score.sh: --shard: expected I/N (e.g. 0/2), got '$2'" >&2; exit 2 ;;
+      esac
+      case "$shard_i$shard_n" in *[!0-9]*) echo "mutation_score.sh: --shard: expected I/N (e.g. 0/2), got '$2'" >&2; exit 2 ;; esac
+      if [ "$shard_n" -lt 1 ] || [ "$shard_i" -ge "$shard_n" ]; then
+        echo "mutation_score.sh: --shard: need 0 <= I < N, got '$2'" >&2; exit 2
+      fi
+      shift 2 ;;
+    --results) results=$2; shift 2 ;;
+    --merge) shift; exec python3 "$root/tools/mutate/merge_scores.py" --root "$root" "$@" ;;
     *) echo "mutation_score.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
   esac
 done
@@ -60,6 +83,7 @@ if [ "$list_only" = 1 ]; then mutate list $files; exit 0; fi
 # build/mutants, whose src and build have the same layout).
 work="${KVSIM_MUTATION_WORK:-$root/build/mutation}"
 case "$work" in /*) ;; *) work="$root/$work" ;; esac
+if [ "$shard_n" -gt 1 ]; then work="$work-shard$shard_i"; fi  # a copy and a build per shard
 src="$work/src"
 build="$work/build"
 out="$work/score-out"
@@ -113,8 +137,12 @@ else
   # shellcheck disable=SC2086
   ids=$(mutate sample --sample "$sample" --seed "$seed" $files)
 fi
+sampled=$(echo "$ids" | wc -w)
+if [ "$shard_n" -gt 1 ]; then
+  ids=$(for i in $ids; do if [ $((i % shard_n)) -eq "$shard_i" ]; then echo "$i"; fi; done)
+fi
 n_ids=$(echo "$ids" | wc -w)
-echo "mutation score: $n_ids of $total_sites mutants (seed $seed), blind hunt $budget s each"
+echo "mutation score: $n_ids of $total_sites mutants (seed $seed, shard $shard_i/$shard_n of a sample of $sampled), blind hunt $budget s each"
 
 now() { date +%s; }
 killed=0 survived=0 stillborn=0 equivalent=0 errors=0 unit_killed=0
@@ -176,6 +204,13 @@ for id in $ids; do
 done
 build_kvsim >/dev/null 2>&1 || true  # leave the copy built as the original
 
+results=${results:-$out/results.tsv}
+{
+  echo "# kvsim mutation score results: seed $seed sample $sample sampled $sampled budget $budget shard $shard_i/$shard_n total_sites $total_sites"
+  echo "# files $(echo $files)"
+  for r in "${rows[@]}"; do printf '%s\n' "$r" | tr '|' '\t'; done
+} >"$results"
+echo "mutation score: rows written to $results (merge shards with --merge)"
 counted=$((n_ids - stillborn - equivalent - errors))
 score="n/a"
 if [ "$counted" -gt 0 ]; then score=$(awk -v k="$killed" -v c="$counted" 'BEGIN { printf "%.1f", 100 * k / c }'); fi

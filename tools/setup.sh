@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build clang clang-format libclang-rt-14-dev llvm
   libgtest-dev libgmock-dev librapidcheck-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
   time  # /usr/bin/time: peak memory in bench/scale_bench.sh
-  python3 python3-pytest
+  python3 python3-pytest jq
   # The Python module and its tests (python/); python3-torch is optional: the torch-path tests
   # skip without it (docs/sglang.md).
   pybind11-dev python3-dev python3-numpy python3-hypothesis

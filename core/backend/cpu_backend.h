@@ -106,6 +106,11 @@ class CpuBackend final : public Backend {
   bool step_any();  // steps the lowest-id runnable stream; false if none is runnable
   void drain();     // runs everything (round-robin); KV_ASSERT on deadlock
 
+  // Fault hook (the simulator's delayed event queries): the next `n` query_event calls answer
+  // "not yet" whatever the event's state, as a driver whose poll comes too early would see.
+  // 0 disarms. Deterministic; one comparison when unarmed.
+  void delay_event_queries(int64_t n) { delayed_queries_ = n; }
+
   size_t device_bytes_reserved() const { return allocator_.device_bytes_reserved(); }
   size_t host_bytes_in_use() const { return allocator_.host_bytes_in_use(); }
   const CachingAllocator& allocator() const { return allocator_; }
@@ -135,6 +140,7 @@ class CpuBackend final : public Backend {
 
   CpuStreams streams_;
   CachingAllocator allocator_;
+  int64_t delayed_queries_ = 0;
   std::vector<InFlight> in_flight_;  // by physical index
   std::vector<BackendViolation> violations_;
   OpId next_op_id_ = 1;

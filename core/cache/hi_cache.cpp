@@ -195,35 +195,64 @@ int64_t HiCache::evict(int64_t device_tokens) {
       KV_PROBE(cache_evict_short);
       break;
     }
-    freed += victim->token_count();
-    evict_device_victim(*victim);
+    const int64_t tokens = victim->token_count();
+    if (!evict_device_victim(*victim)) break;  // it stays the next victim: nothing more now
+    freed += tokens;
   }
   return freed;
 }
 
-void HiCache::evict_device_victim(TreeNode& victim) {
-  stats_.evicted_device_tokens += victim.token_count();
+bool HiCache::evict_device_victim(TreeNode& victim) {
+  const int64_t tokens = victim.token_count();
   if (victim.backed_up()) {
     free_released(tree_->demote(victim));
   } else if (options_.hierarchical && options_.write_policy == WritePolicy::kWriteBack) {
-    evict_one_write_back(victim);
+    if (!evict_one_write_back(victim)) return false;
   } else {
     free_released(tree_->remove_device_leaf(victim));
   }
+  stats_.evicted_device_tokens += tokens;
+  return true;
 }
 
-void HiCache::evict_one_write_back(TreeNode& victim) {
+bool HiCache::evict_one_write_back(TreeNode& victim) {
   // Write the leaf to host before dropping its device copy; wait for the copy, since the
   // device slots are freed right after.
   if (write_backup(victim) > 0) {
     KV_PROBE(cache_evict_write_back);
     flush();
     free_released(tree_->demote(victim));
-    return;
+    return true;
   }
-  KV_ASSERT(victim.children.empty(), "write_back victim without host room has children");
+  // No host room (the host pool may be smaller than the node, or held by protected nodes).
+  // Its evicted descendants live on host only and hang off it: they go first (found by
+  // `kvsim hunt`: a write-back victim with host-only children and a full host pool asserted).
+  if (!victim.children.empty() && !drop_host_descendants(victim)) return false;
   KV_PROBE(cache_evict_write_back_no_room);
   free_released(tree_->remove_device_leaf(victim));
+  return true;
+}
+
+bool HiCache::drop_host_descendants(TreeNode& node) {
+  std::vector<TreeNode*> order;  // parents before children
+  std::vector<TreeNode*> stack;
+  for (auto& [key, child] : node.children)
+    stack.push_back(child.get());
+  while (!stack.empty()) {
+    TreeNode* n = stack.back();
+    stack.pop_back();
+    if (!n->evicted() || n->full().lock_ref > 0 || n->full().host_lock_ref > 0) return false;
+    order.push_back(n);
+    for (auto& [key, child] : n->children)
+      stack.push_back(child.get());
+  }
+  int64_t freed = 0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children before parents
+    freed += (*it)->token_count();
+    free_released(tree_->remove_host_leaf(**it));
+  }
+  stats_.evicted_host_tokens += freed;
+  return true;
 }
 
 int64_t HiCache::evict_host(int64_t host_tokens) {

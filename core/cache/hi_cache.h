@@ -221,7 +221,8 @@ class HiCache {
   void apply_write_policy(const std::vector<TreeNode*>& hit_nodes);
   void release_aux_insert(const AuxInsertValues& aux, const InsertResult& result);
   int64_t evict_aux(ComponentType type, int64_t slots);
-  void evict_device_victim(TreeNode& victim);
+  // False when the victim cannot go now (write-back without host room, a protected descendant).
+  bool evict_device_victim(TreeNode& victim);
   void free_released(const ReleasedSlots& released);
   std::optional<IndexVector> alloc_side_host(SidePool& pool, int64_t slots);
   std::vector<PoolTransfer> backup_transfers(TreeNode& node);
@@ -229,7 +230,10 @@ class HiCache {
   std::optional<IndexVector> alloc_host(int64_t tokens);
   void finish_write_ack(const TransferAck& ack);
   void finish_load_ack(const TransferAck& ack);
-  void evict_one_write_back(TreeNode& victim);
+  bool evict_one_write_back(TreeNode& victim);
+  // Removes every (evicted, host-only) node under `node`, children first; false and nothing
+  // removed when one of them is locked or host-protected.
+  bool drop_host_descendants(TreeNode& node);
   void compute_node_hashes(TreeNode& node);
   PageDigest last_hash(TreeNode& node);
   void enqueue_storage_backup(TreeNode& node);

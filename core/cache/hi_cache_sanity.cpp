@@ -1,5 +1,6 @@
 // HiCache::sanity_check: every invariant the core can verify on its own (see hi_cache.h).
 #include <bit>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,31 @@ void HiCache::check_inflight(SanityReport& report) const {
       }
     }
   }
+  // [host_protection.owned] every host protection belongs to a live operation: a pending load
+  // (its source nodes), a storage backup (queued or finished and not yet acknowledged) or a
+  // prefetch (its anchor). A protection nobody owns is never given back: the node's host copy
+  // can never be evicted again.
+  std::map<NodeId, int64_t> owners;
+  for (const auto& [id, pending] : pending_loads_) {
+    for (NodeId p : pending.protected_nodes)
+      ++owners[p];
+  }
+  for (const PendingBackup& b : backups_)
+    ++owners[b.node];
+  for (NodeId id : finished_backups_)
+    ++owners[id];
+  for (const auto& [rid, op] : prefetches_)
+    ++owners[op.anchor];
+  tree_->for_each_node([&](const TreeNode& n) {
+    const auto it = owners.find(n.id);
+    const int64_t owned = it == owners.end() ? 0 : it->second;
+    if (n.full().host_lock_ref != owned) {
+      report.add("host_protection.owned",
+                 "host_lock_ref " + std::to_string(n.full().host_lock_ref) + " but " +
+                     std::to_string(owned) + " live operation(s) own a protection",
+                 n.id);
+    }
+  });
   if (occupied != prefetch_tokens_occupied_) {
     report.add("prefetch.accounting", "prefetch_tokens_occupied " +
                                           std::to_string(prefetch_tokens_occupied_) +

@@ -75,13 +75,15 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
   while (freed < slots) {
     TreeNode* victim = tree_->next_aux_victim(type);
     if (victim == nullptr) break;
-    freed += static_cast<int64_t>(victim->component(type).value->size());
+    const auto n = static_cast<int64_t>(victim->component(type).value->size());
     if (victim->device_leaf_key.has_value()) {
       // A device leaf keeps nothing worth its full KV once its window or state is gone.
       KV_PROBE(aux_evict_device_leaf);
-      evict_device_victim(*victim);
+      if (!evict_device_victim(*victim)) break;
+      freed += n;
     } else {
       KV_PROBE(aux_tombstone);
+      freed += n;
       pool->device_slots().free(tree_->take_aux_value(*victim, type));
     }
   }

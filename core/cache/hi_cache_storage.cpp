@@ -138,7 +138,8 @@ bool HiCache::storage_query_step() {
     const size_t hit_pages = storage_->batch_exists(op.hashes);
     stats_.storage_query_hit_pages += static_cast<int64_t>(hit_pages);
     op.hit_tokens = static_cast<int64_t>(hit_pages) * options_.page_size;
-    if (op.hit_tokens < options_.prefetch_threshold_tokens) {
+    // A hit of no page is nothing to prefetch, whatever the threshold (0 is a valid one).
+    if (hit_pages == 0 || op.hit_tokens < options_.prefetch_threshold_tokens) {
       KV_PROBE(st_query_revoked);
       op.state = PrefetchOp::State::kRevoked;
     } else {

@@ -8,7 +8,7 @@
 // clang-format off
 #define KVSIM_PROBE_LIST(X) \
   /* core/tree: the radix tree */ \
-  X(tree_divergence_mid_page, "core/tree/radix_tree.cpp", "a key diverges from a cached key inside a page (page_size > 1): the match is rounded down to the page", "workloads draw tokens from a 50K vocabulary and fork only at prompt boundaries, which are page-aligned; needs forks at arbitrary token offsets (hunt's adversarial workloads)") \
+  X(tree_divergence_mid_page, "core/tree/radix_tree.cpp", "a key diverges from a cached key inside a page (page_size > 1): the match is rounded down to the page", "") \
   X(tree_split_locked, "core/tree/radix_tree.cpp", "a node is split while a request or a transfer holds a lock on it", "") \
   X(tree_split_pending_write, "core/tree/radix_tree.cpp", "a node is split while its write-through to host is in flight", "") \
   X(tree_split_host_copy, "core/tree/radix_tree.cpp", "a node with a host copy is split (both halves keep a slice of it)", "") \
@@ -16,7 +16,7 @@
   X(tree_split_host_protected, "core/tree/radix_tree.cpp", "a node is split while a load, backup or prefetch protects its host copy", "") \
   X(tree_insert_recompute_evicted, "core/tree/radix_tree.cpp", "insert finds an evicted node on its path and gives it the request's recomputed slots", "") \
   X(tree_insert_host_refused, "core/tree/radix_tree.cpp", "a host insert (prefetch) stops at a node with no host copy", "") \
-  X(tree_ns_shared_tokens, "core/tree/radix_tree.cpp", "two namespaces hold the same first page under the root", "shared_prompt maps each system prompt to one namespace; needs the same prompts across namespaces (hunt's adversarial workloads)") \
+  X(tree_ns_shared_tokens, "core/tree/radix_tree.cpp", "two namespaces hold the same first page under the root", "") \
   X(full_lock_skips_evicted, "core/tree/full_component.cpp", "a lock anchored on an evicted node starts at its first device ancestor", "every caller locks a device-resident anchor (admit locks last_device_node, load-back the first device ancestor); only a direct API user locking an evicted node reaches it") \
   X(swa_lock_stops_at_tombstone, "core/tree/swa_component.cpp", "an SWA window lock stops at a node whose SWA value was tombstoned", "") \
   X(swa_split_window_locked, "core/tree/swa_component.cpp", "a node whose SWA value is window-locked is split", "") \
@@ -37,12 +37,12 @@
   X(cache_backup_fails, "core/cache/hi_cache.cpp", "a write-through gives up: no host room even after eviction", "") \
   X(cache_backup_aux_rollback, "core/cache/hi_cache.cpp", "a failed write-through gives back side-pool host slots it had taken", "") \
   X(cache_evict_write_back, "core/cache/hi_cache.cpp", "device eviction forces a write-back of the victim before demoting it", "") \
-  X(cache_evict_write_back_no_room, "core/cache/hi_cache.cpp", "a write-back victim is dropped because the host has no room", "write_back_pressure's host pool always has room once host leaves are evicted; needs a starved host pool under write_back (hunt's swarm: host smaller than device)") \
+  X(cache_evict_write_back_no_room, "core/cache/hi_cache.cpp", "a write-back victim is dropped because the host has no room", "") \
   X(cache_evict_short, "core/cache/hi_cache.cpp", "device eviction runs out of victims before freeing what was asked", "") \
   X(cache_host_evict_while_protected, "core/cache/hi_cache.cpp", "host eviction runs while a load, backup or prefetch holds host protections", "") \
   X(cache_host_evict_short, "core/cache/hi_cache.cpp", "host eviction runs out of victims before freeing what was asked", "") \
   X(cache_write_ack_fragments, "core/cache/hi_cache.cpp", "a write ack publishes fragments split off its node while the copy ran", "") \
-  X(lb_below_threshold, "core/cache/hi_cache_load_back.cpp", "a load-back is declined: shorter than load_back_threshold_tokens", "every scenario sets load_back_threshold_tokens to one page; needs larger thresholds (hunt's swarm draws them)") \
+  X(lb_below_threshold, "core/cache/hi_cache_load_back.cpp", "a load-back is declined: shorter than load_back_threshold_tokens", "") \
   X(lb_over_quota, "core/cache/hi_cache_load_back.cpp", "a load-back is declined: larger than the memory quota", "no caller passes a mem_quota to init_load_back (RequestKV::admit never does)") \
   X(lb_swa_window, "core/cache/hi_cache_load_back.cpp", "a load-back brings SWA window values back to the device", "") \
   X(lb_mamba_only, "core/cache/hi_cache_load_back.cpp", "a load-back brings only a Mamba state (the KV prefix is on device)", "") \

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # The mutation runner: each patch in tests/mutants/ puts one seed bug back into the fixed core
 # the way a developer could have written it. For each one this script builds kvsim with the
-# patch (incrementally, in a scratch worktree), hunts for it with the simulator on random seeds
-# of the patch's scenarios within a wall-time budget, shrinks the first failure with
-# `kvsim shrink`, checks that the shrunk trace fails on the mutant with the same invariant and
-# passes on the fixed core, and prints a table. Exit status 1 if any mutant survives.
+# patch (incrementally, in a scratch worktree), hunts for it BLIND with `kvsim hunt` (swarm
+# configurations and every named scenario, round-robin, one core; the patch names no scenario)
+# within a wall-time budget, keeps the smallest of the shrunk failures, checks that the shrunk
+# trace fails on the mutant with the same invariant and passes on the fixed core, and prints a
+# table. Exit status 1 if any mutant survives.
 #
-# Usage: tests/mutants/run_mutants.sh [--budget SECONDS] [--traces DIR] [--only NNN]
+# Usage: tests/mutants/run_mutants.sh [--budget SECONDS] [--traces DIR] [--only NNN] [--seed S]
 #   --budget   wall time per mutant for the hunt (default 60)
+#   --seed     the hunt's base seed (default 1)
 #   --traces   also copy each shrunk trace to DIR/seed-NNN.trace.jsonl (e.g. traces/)
 #   --only     run one mutant (its id: 002, 003a, ...)
 set -euo pipefail
 
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 budget=60
-failures_wanted=5
+failures_wanted=3
+hunt_seed=1
 traces_out=""
 only=""
 while [ $# -gt 0 ]; do
@@ -22,6 +25,7 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift 2 ;;
     --traces) traces_out=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --seed) hunt_seed=$2; shift 2 ;;
     *) echo "run_mutants.sh: unknown argument '$1' (see the header for usage)" >&2; exit 2 ;;
   esac
 done
@@ -61,7 +65,6 @@ survivors=0
 for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
   id=$(basename "$patch" | cut -d_ -f1)  # the seed number, with a letter where a seed has two
   if [ -n "$only" ] && [ "$only" != "$id" ]; then continue; fi
-  scenarios=$(sed -n 's/^# kvsim-mutant-scenarios: //p' "$patch")
   git -C "$src" checkout -q -- .
   if ! git -C "$src" apply "$patch" 2>"$out/apply-$id.log"; then
     echo "mutant $id: the patch no longer applies to HEAD (see $out/apply-$id.log)" >&2
@@ -76,66 +79,42 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
     continue
   fi
   kvsim="$build/tools/kvsim"
-  caught=""
-  start=$(now_ms)
-  seeds=0
-  ops=0
-  first_wall=0
-  for scenario in $scenarios; do
-    left_ms=$((budget * 1000 - ($(now_ms) - start)))
-    if [ "$left_ms" -le 0 ]; then break; fi
-    left=$((left_ms / 1000)).$(printf '%03d' $((left_ms % 1000)))
-    rm -f "$out"/kvsim-*.trace.jsonl
-    # Up to $failures_wanted failing seeds: each is shrunk and the smallest kept (a first
-    # failure is reported as the time to catch).
-    hunt=$("$kvsim" run "$src/scenarios/$scenario.json" --seeds 100000000 \
-      --max-failures "$failures_wanted" --time-budget "$left" --no-progress --json \
-      --trace-dir "$out" || true)
-    summary=$(printf '%s\n' "$hunt" | grep '"hunt"' || true)
-    first=$(printf '%s' "$summary" | sed -n 's/.*"first_failure":{\([^}]*\)}.*/\1/p')
-    if [ -n "$first" ]; then  # counts up to the first failure only
-      seeds=$((seeds + $(printf '%s' "$first" | json_field seeds_tried)))
-      ops=$((ops + $(printf '%s' "$first" | json_field ops)))
-      first_wall=$(printf '%s' "$first" | json_field wall_s)
-    else
-      seeds=$((seeds + $(printf '%s' "$summary" | json_field seeds_tried)))
-      ops=$((ops + $(printf '%s' "$summary" | json_field ops)))
-    fi
-    failing=$(printf '%s\n' "$hunt" | grep '"ok":false' || true)
-    if [ -n "$failing" ]; then
-      caught="$scenario"
-      traces=()
-      while read -r line; do
-        # kvsim names each failing trace uniquely and lists it in --json as "trace".
-        traces+=("$(printf '%s' "$line" | sed -n 's/.*"trace":"\([^"]*\)".*/\1/p')")
-      done <<<"$failing"
-      break
-    fi
-  done
-  wall_ms=$(($(now_ms) - start))
-  wall=$((wall_ms / 1000)).$((wall_ms % 1000 / 100))
-  if [ -n "$caught" ]; then
-    # Seeds, ops and wall time to the first failure come from kvsim's hunt summary (earlier
-    # scenarios' budgets spent without a catch are not added: they are in the seeds column).
-    wall=$(printf '%.3f' "$first_wall")
-  fi
-  if [ -z "$caught" ]; then
-    rows+=("$id|SURVIVED|$wall|$seeds|$ops|-|-")
+  # The blind hunt: swarm configurations and every named scenario, round-robin, on one core,
+  # with no hint from the patch. Up to $failures_wanted failures are shrunk; the smallest is kept
+  # (the first failure's wall time is the time to catch).
+  rm -rf "${out:?}/$id" && mkdir -p "$out/$id"
+  hunt=$("$kvsim" hunt --time-budget "$budget" --seed "$hunt_seed" --failures "$failures_wanted" \
+    -j 1 --json --trace-dir "$out/$id" --scenarios "$src/scenarios" || true)
+  if [ -z "$hunt" ] || ! printf '%s' "$hunt" | jq -e .hunt >/dev/null 2>&1; then
+    echo "mutant $id: kvsim hunt gave no summary" >&2
+    rows+=("$id|HUNT FAILED|-|-|-|-|-")
     survivors=$((survivors + 1))
     continue
   fi
+  found=$(printf '%s' "$hunt" | jq '.hunt.failures | length')
+  if [ "$found" -eq 0 ]; then
+    wall=$(printf '%s' "$hunt" | jq -r '.hunt.wall_s | . * 10 | floor / 10')
+    rows+=("$id|SURVIVED|$wall|$(printf '%s' "$hunt" | jq -r .hunt.units)|$(printf '%s' "$hunt" | jq -r .hunt.ops)|-|-")
+    survivors=$((survivors + 1))
+    continue
+  fi
+  first=$(printf '%s' "$hunt" | jq -c '.hunt.failures | min_by(.unit)')
+  wall=$(printf '%s' "$first" | jq -r '.wall_s * 1000 | floor / 1000')
+  seeds=$(printf '%s' "$first" | jq -r .units_tried)
+  ops=$(printf '%s' "$first" | jq -r .ops_before)
+  best=$(printf '%s' "$hunt" |
+    jq -c '[.hunt.failures[] | select(.shrunk_trace != "")] | min_by(.shrunk_ops) // empty')
+  if [ -z "$best" ]; then
+    echo "mutant $id: no failing trace reproduced for shrinking" >&2
+    rows+=("$id|caught, NOT SHRUNK|$wall|$seeds|$ops|-|-")
+    survivors=$((survivors + 1))
+    continue
+  fi
+  caught=$(printf '%s' "$best" | jq -r .source)
+  invariant=$(printf '%s' "$best" | jq -r .invariant)
+  steps=$(printf '%s' "$best" | jq -r .shrunk_ops)
   shrunk="$out/seed-$id.trace.jsonl"
-  steps=""
-  for trace in "${traces[@]}"; do
-    candidate="$out/candidate.trace.jsonl"
-    shrink=$("$kvsim" shrink "$trace" -o "$candidate" --json)
-    n=$(printf '%s' "$shrink" | json_field shrunk_ops)
-    if [ -z "$steps" ] || [ "$n" -lt "$steps" ]; then
-      steps=$n
-      invariant=$(printf '%s' "$shrink" | json_field invariant)
-      cp "$candidate" "$shrunk"
-    fi
-  done
+  cp "$(printf '%s' "$best" | jq -r .shrunk_trace)" "$shrunk"
   # The shrunk trace must fail on the mutant with the same invariant and pass on the fixed core.
   on_mutant=$("$kvsim" replay "$shrunk" --json || true)
   if [ "$(printf '%s' "$on_mutant" | sed -n 's/.*"violation":{"detail":"[^"]*","invariant":"\([^"]*\)".*/\1/p')" != "$invariant" ]; then

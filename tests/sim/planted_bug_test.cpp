@@ -3,6 +3,9 @@
 // from its op trace and shrinks with the same violation. The core itself is untouched.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
+#include <unistd.h>
+
+#include <string>
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
@@ -53,7 +56,10 @@ std::vector<Op> decode(const std::vector<uint8_t>& bytes) {
 }
 
 void expect_replays_and_shrinks(const OpTrace& found) {
-  const std::string path = ::testing::TempDir() + "/planted.trace.jsonl";
+  // One file per test and process: ctest runs the tests of this binary concurrently.
+  const std::string path = ::testing::TempDir() + "/planted-" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+                           std::to_string(::getpid()) + ".trace.jsonl";
   write_op_trace(path, found);
   const AnyTrace t = read_trace(path);
   const RunResult replayed = replay_ops(t.ops, kPlant);

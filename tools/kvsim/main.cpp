@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "tools/kvsim/cmd_hunt.h"
 #include "tools/kvsim/cmd_import_sglang.h"
 #include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
@@ -189,6 +190,36 @@ int main(int argc, char** argv) {
   probes_cmd->add_flag("--markdown", probes_opts.markdown, "Print docs/probes.md");
   probes_cmd->add_flag("--json", probes_opts.json, "Print the list as JSON");
 
+  HuntCommand hunt;
+  CLI::App* hunt_cmd = app.add_subcommand(
+      "hunt",
+      "Hunt blind for violations: swarm configurations drawn per seed and the named scenarios, "
+      "round-robin; shrink each failure; exit 1 when one is found");
+  hunt_cmd->add_option("--time-budget", hunt.time_budget_s, "Wall-time budget in seconds")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  hunt_cmd->add_option("--seed", hunt.seed, "Base seed (unit i runs seed S + i)")
+      ->capture_default_str();
+  hunt_cmd->add_option("--failures", hunt.failures, "Stop after this many failures")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}))
+      ->capture_default_str();
+  hunt_cmd->add_option("-j,--jobs", hunt.jobs, "Worker processes")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  hunt_cmd->add_flag("--json", hunt.json, "JSON hunt summary");
+  hunt_cmd->add_option("--trace-dir", hunt.trace_dir, "Folder for failing and shrunk traces")
+      ->capture_default_str();
+  hunt_cmd->add_flag("--no-shrink", hunt.no_shrink, "Do not shrink failures");
+  hunt_cmd
+      ->add_option(
+          "--unit-timeout", hunt.unit_timeout_s,
+          "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)");
+  hunt_cmd->add_option("--scenarios", hunt.scenarios,
+                       "Folder of named scenarios (default: ./scenarios, else the source tree's)");
+
   // Everything after the subcommand goes to the Python importer as is (its own --help).
   CLI::App* sglang_cmd = app.add_subcommand(
       "import-sglang",
@@ -242,6 +273,7 @@ int main(int argc, char** argv) {
   }
   CLI11_PARSE(app, argc, argv);
   if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
+  if (hunt_cmd->parsed()) return run_guarded(hunt_command, hunt);
   if (sgl_cmd->parsed()) return run_guarded(sglang_replay_command, sgl);
   if (run_cmd->parsed()) return run_guarded(run_command, run);
   if (replay_cmd->parsed()) return run_guarded(replay_command, replay);

@@ -1,0 +1,425 @@
+// Swarm configurations, the adversarial workload generators, the hunt loop and the host
+// protection invariant (issue 11).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/tree/component.h"
+#include "core/tree/radix_tree.h"
+#include "sim/content_oracle.h"
+#include "sim/hunt.h"
+#include "sim/json_reader.h"
+#include "sim/runner.h"
+#include "sim/swarm.h"
+#include "sim/workload.h"
+
+namespace kvsim::sim {
+namespace {
+
+TEST(Swarm, TenThousandDrawsAllValidateAndRoundTrip) {
+  for (uint64_t seed = 1; seed <= 10000; ++seed) {
+    const Scenario s = draw_scenario(seed);
+    const nlohmann::json j = to_json(s);
+    Scenario back;
+    try {
+      back = parse_scenario(j, "swarm seed " + std::to_string(seed));
+    } catch (const InputError& e) {
+      FAIL() << e.what() << "\n" << j.dump();
+    }
+    ASSERT_EQ(to_json(back), j) << "seed " << seed;
+  }
+}
+
+TEST(Swarm, SameSeedSameScenario) {
+  for (uint64_t seed : {1u, 2u, 77u, 123456u}) {
+    EXPECT_EQ(to_json(draw_scenario(seed)).dump(), to_json(draw_scenario(seed)).dump());
+  }
+  EXPECT_NE(to_json(draw_scenario(1)).dump(), to_json(draw_scenario(2)).dump());
+}
+
+TEST(Swarm, DrawsCoverTheSpace) {
+  std::map<std::string, int> seen;
+  std::set<int32_t> pages;
+  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+    const Scenario s = draw_scenario(seed);
+    pages.insert(s.cache.page_size);
+    for (const std::string& f : features(s))
+      ++seen[f];
+  }
+  for (const char* f : {"page1",
+                        "page_odd",
+                        "page>=16",
+                        "flat",
+                        "host<device",
+                        "layer_first",
+                        "write_back",
+                        "write_through_selective",
+                        "lfu",
+                        "swa",
+                        "mamba",
+                        "pd",
+                        "sparse_index",
+                        "storage",
+                        "namespaces>1",
+                        "cross_namespace",
+                        "small_vocab",
+                        "burst",
+                        "fork",
+                        "long_decode",
+                        "starved_device",
+                        "faults"}) {
+    EXPECT_GE(seen[f], 20) << f;
+  }
+  EXPECT_TRUE(pages.count(1) && pages.count(64) && pages.count(3)) << pages.size();
+  // SWA and Mamba together, too.
+  int both = 0;
+  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+    const Scenario s = draw_scenario(seed);
+    both += s.cache.has_swa() && s.cache.has_mamba();
+  }
+  EXPECT_GE(both, 50);
+}
+
+TEST(Swarm, RepairClampsAnInvalidDraw) {
+  Scenario s = default_scenario();
+  s.cache.page_size = 8;
+  s.cache.device_tokens = 3;  // neither a page multiple nor large enough
+  s.cache.host_tokens = 5;
+  s.cache.swa_window_tokens = 1;
+  s.scheduler.mode = SchedulerMode::kPd;  // PD: no SWA, no storage
+  s.storage = true;
+  repair(s);
+  EXPECT_NO_THROW(parse_scenario(to_json(s), "repaired"));
+}
+
+// Longest common prefix of two token sequences.
+size_t lcp(const std::vector<Token>& a, const std::vector<Token>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n])
+    ++n;
+  return n;
+}
+
+TEST(Workload, ForksDivergeInsideCachedSequencesOffPageBoundaries) {
+  Scenario s = default_scenario();
+  s.workload.kind = WorkloadKind::kFork;
+  s.workload.requests = 120;
+  const int64_t page = s.cache.page_size;
+  const std::vector<Arrival> arrivals = generate_workload(s, 5);
+  // Each request's cached sequence: prompt + outputs.
+  std::vector<std::vector<Token>> cached;
+  int inside_off_page = 0;
+  for (const Arrival& a : arrivals) {
+    size_t best = 0, source_len = 0;
+    for (const std::vector<Token>& c : cached) {
+      const size_t n = lcp(a.prompt, c);
+      if (n > best) best = n, source_len = c.size();
+    }
+    if (best > 0 && best < source_len && best % static_cast<size_t>(page) != 0) ++inside_off_page;
+    std::vector<Token> c = a.prompt;
+    for (int64_t i = 0; i < a.output_len; ++i)
+      c.push_back(output_token(a.rid, static_cast<size_t>(i)));
+    cached.push_back(std::move(c));
+  }
+  EXPECT_GE(inside_off_page, 60) << "of " << arrivals.size();
+  // The forks hit the cache when they run, and the run is clean.
+  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 5});
+  EXPECT_TRUE(r.ok()) << r.violation->invariant << ": " << r.violation->detail;
+  EXPECT_GT(r.stats.device_hit_tokens + r.stats.host_hit_tokens, r.stats.prompt_tokens / 4);
+}
+
+TEST(Workload, CrossNamespacePromptsAreSharedByTenants) {
+  Scenario s = default_scenario();
+  s.workload.kind = WorkloadKind::kSharedPrompt;
+  s.workload.namespaces = 3;
+  s.workload.system_prompts = 2;
+  auto tenants_per_prompt = [&] {
+    std::map<std::vector<Token>, std::set<Namespace>> by_prompt;
+    for (const Arrival& a : generate_workload(s, 9)) {
+      by_prompt[std::vector<Token>(a.prompt.begin(),
+                                   a.prompt.begin() + s.workload.system_prompt_tokens)]
+          .insert(a.ns);
+    }
+    size_t most = 0;
+    for (const auto& [p, ns] : by_prompt)
+      most = std::max(most, ns.size());
+    return most;
+  };
+  EXPECT_EQ(tenants_per_prompt(), 1u);  // the original generator: one tenant per prompt
+  s.workload.cross_namespace = true;
+  EXPECT_EQ(tenants_per_prompt(), 3u);
+  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 9});
+  EXPECT_TRUE(r.ok());
+}
+
+TEST(Workload, SmallVocabularyAndBursts) {
+  Scenario s = default_scenario();
+  s.workload.kind = WorkloadKind::kAdversarial;
+  s.workload.vocab = 3;
+  s.workload.burst = 8;
+  s.workload.arrival_rate = 0.01;  // bursts apart, so only a burst puts two on one tick
+  const std::vector<Arrival> arrivals = generate_workload(s, 3);
+  std::map<uint64_t, int> per_tick;
+  for (const Arrival& a : arrivals)
+    ++per_tick[a.tick];
+  int bursts = 0;
+  for (const auto& [tick, n] : per_tick)
+    bursts += n > 1;
+  EXPECT_GE(bursts, 10);
+  s.workload.kind = WorkloadKind::kUniform;
+  for (const Arrival& a : generate_workload(s, 3)) {
+    for (Token t : a.prompt)
+      ASSERT_LT(t, 3);
+  }
+}
+
+TEST(ContentOracle, SameTokensInAnotherNamespaceHaveOtherBytes) {
+  const std::vector<Token> tokens = {1, 2, 3, 4, 5};
+  for (size_t pos = 0; pos < tokens.size(); ++pos) {
+    EXPECT_NE(expected_item(0, tokens, pos, 0, 16), expected_item(1, tokens, pos, 0, 16));
+    EXPECT_NE(expected_item(1, tokens, pos, 1, 16), expected_item(3, tokens, pos, 1, 16));
+  }
+}
+
+// A host protection nobody owns: the test-only leak the invariant exists for.
+TEST(HostProtection, ALeakedProtectionIsReportedAndFailsQuiescence) {
+  Scenario s = default_scenario();
+  s.faults.enabled = false;
+  s.workload.requests = 20;
+  std::vector<Op> ops;
+  const RunResult clean = run_scenario(RunRequest{.scenario = &s, .seed = 4, .record = &ops});
+  ASSERT_TRUE(clean.ok());
+  Executor e(s, 4);
+  for (const Op& op : ops)
+    e.apply(op);
+  ASSERT_FALSE(e.failed());
+  SanityReport before;
+  e.cache().sanity_check(before);
+  EXPECT_TRUE(before.ok());
+  TreeNode* leaked = nullptr;
+  e.cache().tree().for_each_node([&](const TreeNode& n) {
+    if (leaked == nullptr && !n.is_root()) leaked = e.cache().tree().find(n.id);
+  });
+  ASSERT_NE(leaked, nullptr);
+  e.cache().tree().protect_host(*leaked);
+  SanityReport after;
+  e.cache().sanity_check(after);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.first()->invariant, "host_protection.owned");
+  e.check_quiescent();
+  ASSERT_TRUE(e.failed());
+  EXPECT_EQ(e.violation()->invariant, "quiescence");
+  EXPECT_NE(e.violation()->detail.find("host-protected"), std::string::npos)
+      << e.violation()->detail;
+}
+
+// Fires once the tree has split a node: what ordinary workloads reach in a few requests.
+class SplitBug final : public TreeComponent {
+ public:
+  ComponentType type() const override { return ComponentType::kMamba; }
+  std::string_view name() const override { return "split-bug"; }
+  std::unique_ptr<MatchValidator> make_validator() const override {
+    struct AcceptAll final : MatchValidator {
+      MatchVerdict visit(const TreeNode&) override { return {true, true}; }
+    };
+    return std::make_unique<AcceptAll>();
+  }
+  void acquire_lock(RadixTree&, TreeNode&, LockRecord&) override {}
+  void release_lock(RadixTree&, const LockRecord&) override {}
+  void on_split(TreeNode&, TreeNode&, size_t) override { split_ = true; }
+  void sanity_check(const RadixTree&, SanityReport& report) const override {
+    if (split_) report.add("planted.split", "a node was split");
+  }
+
+ private:
+  bool split_ = false;
+};
+
+HuntOptions small_hunt() {
+  HuntOptions o;
+  o.time_budget_s = 0;
+  o.max_units = 6;
+  o.trace_dir = ::testing::TempDir() + "/hunt";
+  o.shrink_replays = 2000;
+  Scenario named = default_scenario();
+  named.name = "named";
+  named.workload.requests = 40;
+  o.named = {named};
+  return o;
+}
+
+TEST(Hunt, UnitsAlternateSwarmAndNamedScenariosAndDependOnTheSeedOnly) {
+  HuntOptions o = small_hunt();
+  o.seed = 10;
+  const HuntUnit u0 = hunt_unit(o, 0), u1 = hunt_unit(o, 1);
+  EXPECT_TRUE(u0.swarm);
+  EXPECT_EQ(u0.seed, 10u);
+  EXPECT_EQ(to_json(u0.scenario), to_json(draw_scenario(10)));
+  EXPECT_FALSE(u1.swarm);
+  EXPECT_EQ(u1.scenario.name, "named");
+  EXPECT_EQ(u1.seed, 11u);
+  const HuntReport a = run_hunt(o), b = run_hunt(o);
+  EXPECT_EQ(a.units, 6u);
+  EXPECT_EQ(a.swarm_units, 3u);
+  EXPECT_EQ(a.stopped, "units");
+  EXPECT_TRUE(a.failures.empty()) << a.failures.front().invariant << ": "
+                                  << a.failures.front().detail;
+  EXPECT_EQ(a.ops, b.ops);
+  EXPECT_EQ(a.features, b.features);
+}
+
+TEST(Hunt, FindsShrinksAndReplaysAPlantedBug) {
+  HuntOptions o = small_hunt();
+  o.named.clear();  // swarm only
+  o.max_units = 40;
+  o.setup = [](Executor& e) {
+    if (!e.scenario().cache.has_mamba()) {
+      e.cache().tree().add_component(std::make_unique<SplitBug>());
+    }
+  };
+  const HuntReport r = run_hunt(o);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.stopped, "failures");
+  const HuntFailure& f = r.failures.front();
+  EXPECT_EQ(f.invariant, "planted.split");
+  ASSERT_FALSE(f.shrunk_trace.empty());
+  EXPECT_LE(f.shrunk_ops, 30u);
+  const AnyTrace t = read_trace(f.shrunk_trace);
+  EXPECT_EQ(t.ops.scenario.name, "swarm");
+  const RunResult replayed = replay_ops(t.ops, o.setup);
+  ASSERT_TRUE(replayed.violation.has_value());
+  EXPECT_EQ(replayed.violation->invariant, "planted.split");
+  EXPECT_TRUE(replay_ops(t.ops).ok());  // without the planted bug it is clean
+  const nlohmann::json j = hunt_json(r);
+  EXPECT_EQ(j["hunt"]["failures"][0]["invariant"], "planted.split");
+  EXPECT_EQ(j["hunt"]["failures"][0]["replay"], "kvsim replay " + f.shrunk_trace);
+}
+
+TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
+  HuntOptions o = small_hunt();
+  o.named.clear();
+  o.max_units = 40;
+  o.shrink = false;
+  o.setup = [](Executor& e) {
+    if (!e.scenario().cache.has_mamba()) {
+      e.cache().tree().add_component(std::make_unique<SplitBug>());
+    }
+  };
+  const HuntReport one = run_hunt(o);
+  o.jobs = 2;
+  const HuntReport two = run_hunt(o);
+  ASSERT_EQ(one.failures.size(), 1u);
+  ASSERT_EQ(two.failures.size(), 1u);
+  EXPECT_EQ(two.failures.front().invariant, one.failures.front().invariant);
+  EXPECT_EQ(two.jobs, 2);
+  // What a worker found is what that unit does in process: the same seed, the same failure.
+  const HuntUnit u = hunt_unit(o, two.failures.front().unit);
+  const RunResult again =
+      run_scenario(RunRequest{.scenario = &u.scenario, .seed = u.seed, .setup = o.setup});
+  ASSERT_TRUE(again.violation.has_value());
+  EXPECT_EQ(again.violation->invariant, two.failures.front().invariant);
+  EXPECT_EQ(again.stats.ops, two.failures.front().ops);
+}
+
+// A planted endless loop (a test hook, not a core change): the run stops making progress at
+// its 50th op, as a mutant that loops forever would.
+class EndlessLoop final : public ExecutorObserver {
+ public:
+  void before_op(size_t index, const Op&) override {
+    while (index >= 50)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  void after_op(size_t, const Op&, const OpOutcome&) override {}
+  void on_fault(std::string_view) override {}
+};
+
+TEST(Hunt, AUnitPastItsAllowanceIsAHangFailureNotDropped) {
+  HuntOptions o = small_hunt();
+  o.named.clear();
+  o.max_units = 4;
+  o.shrink = false;
+  o.unit_timeout_s = 1.0;
+  // Without the loop, the same hunt finishes its units cleanly within the allowance.
+  const HuntReport clean = run_hunt(o);
+  EXPECT_TRUE(clean.failures.empty());
+  EXPECT_EQ(clean.units, 4u);
+  static EndlessLoop loop;
+  o.setup = [](Executor& e) {
+    if (e.scenario().cache.page_size > 1) e.set_observer(&loop);  // some units only
+  };
+  o.max_units = 40;
+  const HuntReport r = run_hunt(o);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.stopped, "failures");
+  const HuntFailure& f = r.failures.front();
+  EXPECT_EQ(f.invariant, "hang");
+  EXPECT_TRUE(f.trace.empty());
+  // The first unit that loops is the one reported (units before it finished and were counted).
+  uint64_t first = 0;
+  while (hunt_unit(o, first).scenario.cache.page_size <= 1)
+    ++first;
+  EXPECT_EQ(f.unit, first);
+  EXPECT_EQ(r.units, first + 1);
+  EXPECT_EQ(f.seed, o.seed + first);
+  // The written scenario and seed rerun the unit: the same configuration.
+  ASSERT_FALSE(f.hang_scenario.empty());
+  const Scenario again = load_scenario(f.hang_scenario);
+  EXPECT_EQ(to_json(again), to_json(hunt_unit(o, first).scenario));
+  EXPECT_EQ(hunt_json(r)["hunt"]["failures"][0]["replay"],
+            "kvsim run " + f.hang_scenario + " --seed " + std::to_string(f.seed));
+}
+
+}  // namespace
+}  // namespace kvsim::sim
+
+namespace kvsim::sim {
+namespace {
+
+TEST(FaultSites, EveryNewSiteFiresInASweepAndRunsStayClean) {
+  Scenario s = default_scenario();
+  s.storage = true;
+  s.cache.prefetch_threshold_tokens = 8;
+  s.workload.kind = WorkloadKind::kAdversarial;
+  s.workload.requests = 60;
+  s.faults.site_probability = 1.0;
+  s.faults.fire_probability = 0.3;
+  std::array<uint64_t, kFaultSites> fired{};
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    std::vector<Op> ops;
+    const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = seed, .record = &ops});
+    ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation->invariant << ": "
+                        << r.violation->detail;
+    for (size_t i = 0; i < kFaultSites; ++i)
+      fired[i] += r.faults_fired[i];
+    // The inject ops are in the trace and replay to the same hash.
+    const RunResult replayed = replay_ops(OpTrace{.scenario = s, .seed = seed, .ops = ops});
+    EXPECT_EQ(replayed.event_hash, r.event_hash);
+    EXPECT_GT(std::count_if(ops.begin(), ops.end(),
+                            [](const Op& op) { return op.kind == OpKind::kInject; }),
+              0);
+  }
+  for (FaultSite site :
+       {FaultSite::kHostFullBackup, FaultSite::kHostFullLoadBack, FaultSite::kHostFullPrefetch,
+        FaultSite::kDeviceFullLoadBack, FaultSite::kEventQueryDelay}) {
+    EXPECT_GT(fired[static_cast<size_t>(site)], 0u) << to_string(site);
+  }
+}
+
+TEST(FaultSites, InjectOpRoundTripsThroughJson) {
+  for (const Op& op :
+       {Op{.kind = OpKind::kInject, .target = 0}, Op{.kind = OpKind::kInject, .target = 1},
+        Op{.kind = OpKind::kInject, .n = 3, .target = 2}}) {
+    const Op back = op_from_json(to_json(op), "x");
+    EXPECT_EQ(back.kind, OpKind::kInject);
+    EXPECT_EQ(back.target, op.target);
+    EXPECT_EQ(back.n, op.n);
+  }
+}
+
+}  // namespace
+}  // namespace kvsim::sim

@@ -1,0 +1,25 @@
+// `kvsim hunt`: the blind hunt (sim/hunt.h) as a subcommand. Exit 0 when nothing was found,
+// 1 when a violation was, 2 on bad input.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvsim::tools {
+
+struct HuntCommand {
+  double time_budget_s = 60;
+  uint64_t seed = 1;
+  uint64_t failures = 1;
+  int jobs = 1;
+  bool json = false;
+  std::string trace_dir = ".";
+  bool no_shrink = false;
+  double unit_timeout_s = 30;  // a unit running longer is a "hang" failure (0 = no allowance)
+  uint64_t units = 0;          // stop after this many units (0 = only the budget and failures)
+  std::string scenarios;  // folder of named scenarios ("" = ./scenarios, else the source tree's)
+};
+
+int hunt_command(const HuntCommand& c);
+
+}  // namespace kvsim::tools
