@@ -91,14 +91,19 @@ class IndexVector {
   // expansion (not thread-safe, like the rest of the core); hot paths use entries().
   const std::vector<SlotIndex>& slots() const {
     if (stride_ == 1) return entries_;
-    if (!expanded_) {
-      expanded_ = std::make_unique<std::vector<SlotIndex>>(size());
-      for (size_t i = 0; i < expanded_->size(); ++i)
-        (*expanded_)[i] = (*this)[i];
-    }
+    if (!expanded_) expanded_ = std::make_unique<std::vector<SlotIndex>>(to_vector());
     return *expanded_;
   }
   std::span<const SlotIndex> span() const { return slots(); }
+  // One slot per token, as a new vector (no expansion kept: for one-off users such as
+  // transfers of values the tree goes on holding).
+  std::vector<SlotIndex> to_vector() const {
+    if (stride_ == 1) return entries_;
+    std::vector<SlotIndex> out(size());
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = (*this)[i];
+    return out;
+  }
 
   // A host-resident copy of [begin, end). Slicing never aliases: every node owns its indices.
   // Page-aligned slices of page-granular vectors stay page-granular.
