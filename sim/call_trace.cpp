@@ -37,11 +37,23 @@ EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_pat
   return out;
 }
 
-uint64_t hash_slots(const std::vector<SlotIndex>& slots) {
+uint64_t hash_slots(const std::vector<SlotIndex>& slots, int version) {
   uint64_t h = slots.size();
-  for (SlotIndex s : slots)
-    h = mix64(h, static_cast<uint64_t>(s));
-  return h;
+  if (version != 2) {
+    for (SlotIndex s : slots)
+      h = mix64(h, static_cast<uint64_t>(s));
+    return h;
+  }
+  uint64_t lane[4] = {h, h + 1, h + 2, h + 3};
+  const size_t n = slots.size();
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (size_t k = 0; k < 4; ++k)
+      lane[k] = mix64(lane[k], static_cast<uint64_t>(slots[i + k]));
+  }
+  for (; i < n; ++i)
+    lane[0] = mix64(lane[0], static_cast<uint64_t>(slots[i]));
+  return mix64(mix64(mix64(lane[0], lane[1]), lane[2]), lane[3]);
 }
 
 uint64_t fold_call(uint64_t hash, CallKind kind, const CallOutcome& out) {
@@ -68,12 +80,14 @@ std::string_view to_string(CallKind kind) {
 }
 
 nlohmann::json call_trace_header(int32_t page_size, EvictionPolicy policy,
-                                 const std::string& source) {
-  return {{"kvsim_trace", 1},
-          {"kind", "calls"},
-          {"page_size", page_size},
-          {"eviction_policy", std::string(to_string(policy))},
-          {"source", source}};
+                                 const std::string& source, int slots_hash) {
+  nlohmann::json j{{"kvsim_trace", 1},
+                   {"kind", "calls"},
+                   {"page_size", page_size},
+                   {"eviction_policy", std::string(to_string(policy))},
+                   {"source", source}};
+  if (slots_hash != 1) j["slots_hash"] = slots_hash;
+  return j;
 }
 
 nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {

@@ -58,14 +58,19 @@ struct EvictedLeaves {
 };
 EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_paths);
 
-uint64_t hash_slots(const std::vector<SlotIndex>& slots);
+// The hash of an evict's freed slots, in order. Version 1 (the default, every trace without a
+// "slots_hash" header field) chains mix64 over the slots; version 2 (the module's recordings)
+// runs four independent lanes, several times faster on the millions of slots a large evict frees.
+inline constexpr int kSlotsHashLatest = 2;
+uint64_t hash_slots(const std::vector<SlotIndex>& slots, int version = 1);
 // The event hash after one more call.
 uint64_t fold_call(uint64_t hash, CallKind kind, const CallOutcome& out);
 inline constexpr uint64_t kCallHashSeed = 0x6b7673696d63616cULL;
 
 std::string_view to_string(CallKind kind);
+// slots_hash: the hash_slots version the trace's evict outcomes use (written when not 1).
 nlohmann::json call_trace_header(int32_t page_size, EvictionPolicy policy,
-                                 const std::string& source);
+                                 const std::string& source, int slots_hash = 1);
 // One call line; `out` is written when given.
 nlohmann::json call_to_json(const Call& call, const CallOutcome* out);
 

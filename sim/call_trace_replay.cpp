@@ -42,12 +42,20 @@ std::pair<size_t, size_t> blob_range(JsonReader& r, const std::string& key, size
   return {off, n};
 }
 
+// Pages recorded as 64-bit hashes (the module, page_size >= 4): each distinct hash becomes one
+// synthetic page, every token of it the hash's number in order of first appearance, so equal
+// pages stay equal and different ones different (the tree compares whole pages only).
+struct PageIds {
+  std::map<uint64_t, Token> ids;
+  int32_t page_size = 1;
+};
+
 // A key: "tok_of" [earlier call, count] (that call's first tokens), then "tok" [offset, count]
-// in the sidecar; or an inline "tokens" array.
+// tokens or "pages" [offset, count] page hashes in the sidecar; or an inline "tokens" array.
 std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size_t index,
-                             const std::string& blob) {
+                             const std::string& blob, PageIds& pages) {
   std::vector<Token> out;
-  if (!r.has("tok") && !r.has("tok_of")) {
+  if (!r.has("tok") && !r.has("tok_of") && !r.has("pages")) {
     for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX)) {
       out.push_back(static_cast<Token>(t));
     }
@@ -63,11 +71,26 @@ std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size
       r.fail("tok_of", "longer than that call's tokens");
     out.assign(src.begin(), src.begin() + ref[1]);
   }
+  if (r.has("tok") && r.has("pages")) r.fail("pages", "a key has either tok or pages, not both");
   if (r.has("tok")) {
     const auto [off, n] = blob_range(r, "tok", sizeof(Token), blob);
     const size_t at = out.size();
     out.resize(at + n);
     std::memcpy(out.data() + at, blob.data() + off, n * sizeof(Token));
+  }
+  if (r.has("pages")) {
+    const auto [off, n] = blob_range(r, "pages", sizeof(uint64_t), blob);
+    const auto P = static_cast<size_t>(pages.page_size);
+    if (out.size() % P != 0) r.fail("pages", "follows a tok_of that is not page-aligned");
+    if (n > (size_t{1} << 31) / P) r.fail("pages", "too many pages");
+    for (size_t k = 0; k < n; ++k) {
+      uint64_t h = 0;
+      std::memcpy(&h, blob.data() + off + k * sizeof h, sizeof h);
+      auto [it, fresh] = pages.ids.emplace(h, static_cast<Token>(pages.ids.size()));
+      if (fresh && pages.ids.size() > static_cast<size_t>(INT32_MAX))
+        r.fail("pages", "more distinct pages than 32-bit token ids");
+      out.insert(out.end(), P, it->second);
+    }
   }
   return out;
 }
@@ -87,14 +110,14 @@ std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob) {
 }
 
 Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
-                const std::vector<Call>& calls, const std::string& blob) {
+                const std::vector<Call>& calls, const std::string& blob, PageIds& pages) {
   Call c;
   const std::string op = r.choice("op", "", {"match", "insert", "lock", "unlock", "evict"});
   *has_out = r.has("out");
   if (op == "match" || op == "insert") {
     c.kind = op == "match" ? CallKind::kMatch : CallKind::kInsert;
     c.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
-    c.tokens = tokens_of(r, calls, index, blob);
+    c.tokens = tokens_of(r, calls, index, blob, pages);
     if (c.kind == CallKind::kInsert) c.value = value_of(r, blob);
     if (*has_out) {
       JsonReader o = r.object("out");
@@ -125,6 +148,7 @@ Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
 CallTrace read_call_trace_text(const std::string& text, const std::string& source) {
   CallTrace t;
   std::string blob;
+  PageIds pages;
   std::istringstream in(text);
   std::string line;
   size_t lineno = 0;
@@ -142,9 +166,11 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
         r.fail("kvsim_trace", "unsupported version");
       r.choice("kind", "", {"calls"});
       t.page_size = static_cast<int32_t>(r.required_integer("page_size", 1, INT32_MAX));
+      pages.page_size = t.page_size;
       const std::string policy = r.choice("eviction_policy", "lru", {"lru", "lfu"});
       parse_eviction_policy(policy, &t.policy);
       t.source = r.string("source", "");
+      t.slots_hash = static_cast<int>(r.integer("slots_hash", 1, 1, kSlotsHashLatest));
       if (r.has("blob")) {
         // The binary sidecar, next to the trace.
         const std::string name = r.required_string("blob");
@@ -179,7 +205,7 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
     }
     CallOutcome out;
     bool has_out = false;
-    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out, t.calls, blob));
+    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out, t.calls, blob, pages));
     t.recorded.push_back(has_out ? std::optional<CallOutcome>(out) : std::nullopt);
   }
   if (!header) throw InputError(source + ": empty call trace (no header line)");
@@ -258,7 +284,7 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
         case CallKind::kEvict: {
           EvictedLeaves e = evict_device_leaves(tree, c.n, false);
           out.amount = static_cast<int64_t>(e.slots.size());
-          out.slots_hash = hash_slots(e.slots);
+          out.slots_hash = hash_slots(e.slots, trace.slots_hash);
           break;
         }
       }
@@ -406,7 +432,7 @@ CallShrinkResult shrink_calls(const CallTrace& trace, size_t max_replays) {
 void write_call_trace(const std::string& path, const CallTrace& t, const CallReplay& r) {
   std::ofstream f(path);
   if (!f) throw InputError(path + ": cannot write");
-  f << call_trace_header(t.page_size, t.policy, t.source).dump() << '\n';
+  f << call_trace_header(t.page_size, t.policy, t.source, t.slots_hash).dump() << '\n';
   for (size_t i = 0; i < t.calls.size(); ++i) {
     const CallOutcome* out = i < r.outcomes.size() && r.outcomes[i] ? &*r.outcomes[i] : nullptr;
     f << call_to_json(t.calls[i], out).dump() << '\n';

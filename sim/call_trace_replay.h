@@ -16,6 +16,7 @@ struct CallTrace {
   int32_t page_size = 1;
   EvictionPolicy policy = EvictionPolicy::kLru;
   std::string source;
+  int slots_hash = 1;  // hash_slots version of the evict outcomes (header "slots_hash")
   std::vector<Call> calls;
   std::vector<std::optional<CallOutcome>> recorded;  // per call, as the recording saw it
   std::optional<CallTraceEnd> end;                   // the footer (absent when cut short)

@@ -325,4 +325,12 @@ void JsonReader::finish() const {
   }
 }
 
+std::vector<std::string> JsonReader::unread() const {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : object_.items()) {
+    if (read_.count(key) == 0) keys.push_back(key);
+  }
+  return keys;
+}
+
 }  // namespace kvsim::sim

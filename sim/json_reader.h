@@ -71,6 +71,8 @@ class JsonReader {
 
   // Throws if the object has a field that was never read.
   void finish() const;
+  // The object's fields that were never read, in key order.
+  std::vector<std::string> unread() const;
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
   std::string field(const std::string& key) const {
     return path_.empty() ? key : path_ + "." + key;

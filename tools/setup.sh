@@ -15,6 +15,7 @@ packages=(
   # skip without it (docs/sglang.md).
   pybind11-dev python3-dev python3-numpy python3-hypothesis
   pkg-config graphviz chromium
+  python3-jsonschema  # validates the scenarios against `kvsim schema` (tests/cli/scenario_reference.py)
 )
 
 missing=()
@@ -24,6 +25,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  "$(dirname "$0")/install_python.sh"  # `import kvsim` for this checkout's build (docs/sglang.md)
   exit 0
 fi
 
@@ -33,3 +35,4 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$(dirname "$0")/install_python.sh"  # `import kvsim` for this checkout's build (docs/sglang.md)

@@ -27,6 +27,7 @@ StreamId CpuBackend::create_stream(std::string_view name) {
 
 EventId CpuBackend::record_event(StreamId stream) {
   const EventId event = streams_.record(stream);
+  ordering_.record(stream, event);
   if (observer_ != nullptr) observer_->on_record(stream, event);
   return event;
 }
@@ -39,6 +40,7 @@ void CpuBackend::wait_event(StreamId stream, EventId event) {
   op.label = "wait event " + std::to_string(event.value);
   op.event = event;
   enqueue(std::move(op), {});
+  ordering_.wait(stream, event);
 }
 
 bool CpuBackend::query_event(EventId event) {
@@ -46,7 +48,9 @@ bool CpuBackend::query_event(EventId event) {
     --delayed_queries_;
     return false;
   }
-  return streams_.complete(event);  // never runs anything
+  if (!streams_.complete(event)) return false;  // never runs anything
+  ordering_.observe_event(event);               // the host now knows it landed
+  return true;
 }
 
 Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::string_view label) {
@@ -54,6 +58,7 @@ Block CpuBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream, std::
   const CachingAllocator::Handout h = allocator_.allocate(kind, bytes, stream, label, streams_);
   if (!h.block.valid()) return Block{};
   if (in_flight_.size() <= h.physical) in_flight_.resize(h.physical + 1);
+  ordering_.forget(h.physical);
   if (h.reused) poison(h.physical, h.block.id, stream);
   const std::map<uint64_t, uint32_t>& queued = in_flight_[h.physical].by_handout;
   allocator_.forget_handouts_before(h.physical,
@@ -85,6 +90,7 @@ void CpuBackend::record_stream(const Block& block, StreamId stream) {
 }
 
 void CpuBackend::free(const Block& block) {
+  index_shadow_.erase(block.id);
   allocator_.free(block, streams_);
 }
 
@@ -145,6 +151,7 @@ void CpuBackend::enqueue(CpuOp op, std::initializer_list<Block> blocks) {
     op.touches.push_back(resolve(op, b));
   for (const Touch& t : op.touches)
     track(t, op.stream, +1);
+  check_ordering(op);
   if (observer_ != nullptr) observer_->on_enqueue(op);
   streams_.push(std::move(op));
 }

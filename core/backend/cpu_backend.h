@@ -18,8 +18,10 @@
 //
 // Violations (backend.h): reuse_while_in_flight, illegal_address (an index or range outside
 // its block: refused, never performed), use_after_free (an op enqueued on a freed block, or
-// run on a released pinned block). Misuse of the API itself (unknown stream or event, a null
-// or forged Block, double free) is a programmer error: KV_ASSERT.
+// run on a released pinned block), unordered_read (an op reads bytes whose last writer is an
+// op on another stream that no event orders before it: cpu_ordering.h; decided at enqueue,
+// whatever order the driver then runs the streams in). Misuse of the API itself (unknown stream or
+// event, a null or forged Block, double free) is a programmer error: KV_ASSERT.
 //
 // Invariants:
 //  1. a stream's ops run in enqueue order, each exactly once, and only inside step();
@@ -41,6 +43,7 @@
 #include "core/backend/caching_allocator.h"
 #include "core/backend/cpu_kernels.h"
 #include "core/backend/cpu_op.h"
+#include "core/backend/cpu_ordering.h"
 #include "core/backend/cpu_streams.h"
 
 namespace kvsim {
@@ -124,6 +127,10 @@ class CpuBackend final : public Backend {
   };
 
   void enqueue(CpuOp op, std::initializer_list<Block> blocks);
+  void check_ordering(const CpuOp& op);  // stream_ordering, at enqueue (cpu_ordering.h)
+  std::vector<CpuOrdering::Range> item_ranges(const KVPoolView& pool, uint64_t indices,
+                                              size_t count, int32_t layer_begin,
+                                              int32_t layer_end) const;
   Touch resolve(CpuOp& op, const Block& block);
   void track(const Touch& touch, StreamId stream, int delta);
   void poison(PhysicalIndex physical, uint64_t handout_id, StreamId stream);
@@ -143,6 +150,10 @@ class CpuBackend final : public Backend {
   int64_t delayed_queries_ = 0;
   std::vector<InFlight> in_flight_;  // by physical index
   std::vector<BackendViolation> violations_;
+  CpuOrdering ordering_;
+  // What an upload of a whole small block will have written there (index buffers), by
+  // handout id: lets the ordering check see a gather's items at enqueue.
+  std::map<uint64_t, std::vector<int64_t>> index_shadow_;
   OpId next_op_id_ = 1;
   CpuBackendObserver* observer_ = nullptr;
 };

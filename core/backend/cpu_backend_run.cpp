@@ -138,20 +138,24 @@ void CpuBackend::synchronize_event(EventId event) {
   KV_ASSERT(streams_.known(event), "synchronize on unknown event " + std::to_string(event.value));
   run_until([&] { return streams_.complete(event); },
             "synchronize_event(" + std::to_string(event.value) + ")");
+  ordering_.observe_event(event);
 }
 
 void CpuBackend::synchronize_stream(StreamId stream) {
   const uint64_t target = streams_.enqueued(stream);
   run_until([&] { return streams_.executed(stream) >= target; },
             "synchronize_stream('" + streams_.name(stream) + "')");
+  ordering_.observe_stream(stream);
 }
 
 void CpuBackend::synchronize() {
   run_until([&] { return streams_.pending() == 0; }, "synchronize");
+  ordering_.observe_all();
 }
 
 void CpuBackend::drain() {
   run_until([&] { return streams_.pending() == 0; }, "drain");
+  ordering_.observe_all();
 }
 
 }  // namespace kvsim

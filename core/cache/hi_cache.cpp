@@ -128,7 +128,10 @@ std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - device_slots_->available_size();
-  if (shortfall > 0) evict(shortfall);
+  if (shortfall > 0) {
+    evict(shortfall);
+    note_eviction(tokens, device_slots_->available_size());
+  }
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
   if (slots) request_slots_->hold(*slots);
   return slots;
@@ -189,6 +192,7 @@ int64_t HiCache::write_backup(TreeNode& node) {
 
 int64_t HiCache::evict(int64_t device_tokens) {
   int64_t freed = 0;
+  last_victim_ = 0;
   while (freed < device_tokens) {
     TreeNode* victim = tree_->next_device_victim();
     if (victim == nullptr) {
@@ -197,6 +201,7 @@ int64_t HiCache::evict(int64_t device_tokens) {
     }
     const int64_t tokens = victim->token_count();
     if (!evict_device_victim(*victim)) break;  // it stays the next victim: nothing more now
+    last_victim_ = tokens;
     freed += tokens;
   }
   return freed;

@@ -23,6 +23,13 @@
 //  6. [stream_lifetime] the backend saw no buffer reused while a copy still used it;
 //  6b.[prefetch.abandoned_with_free_memory] no prefetch was given up for lack of host memory
 //     while at least a threshold's worth of whole pages was free (seed 004);
+//  6c.[evict.over_eviction] an eviction made to fit an allocation stops once it fits: the
+//     free space it leaves beyond the allocation is smaller than its last victim (victims are
+//     whole nodes, so page rounding is within that tolerance);
+//  6d.[transfers.index_buffers_returned] no transfer index buffer outlives its copy's enqueue
+//     (CacheController::live_index_buffers() == 0 at every poll point);
+//  6e.[load_back.window_whole] after a load-back every component's state on the new anchor is
+//     on device: the whole SWA window ending there, the Mamba state of the anchor (KV_ASSERT);
 //  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
 //  plus every RadixTree invariant and each pool allocator's own check.
 #pragma once
@@ -94,6 +101,9 @@ struct HiCacheStats {
   int64_t storage_read_errors = 0;      // reads that failed (the page is kept)
   int64_t storage_write_failures = 0;   // set() failed; the backup stopped there
   int64_t storage_written_bytes = 0;    // bytes of pages set() accepted (deduplicated too)
+  // Tokens (slots) freed by evictions made to fit an allocation beyond its shortfall plus the
+  // last victim's size: always 0 on a correct core (sanity_check: "evict.over_eviction").
+  int64_t over_evicted_tokens = 0;
 };
 
 class HiCache {
@@ -202,6 +212,13 @@ class HiCache {
 
   // Every invariant the core can see on its own.
   void sanity_check(SanityReport& report) const;
+  // Invariant 6e as a query: "" when every component's state at `anchor` is on device (the
+  // whole SWA window ending there, the anchor's Mamba state). init_load_back asserts it.
+  std::string check_load_back_window(TreeNode& anchor) const;
+  // Invariant 6c: called after evicting to fit an allocation of `need` slots, with `free_after`
+  // slots now free; counts the surplus when the latest eviction's last victim was not needed.
+  // Every allocation path of the core calls it; public so a planted allocator (a test) can too.
+  void note_eviction(int64_t need, int64_t free_after);
 
  private:
   struct PendingWrite {
@@ -266,6 +283,7 @@ class HiCache {
   std::vector<PendingBackup> backups_;  // FIFO
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
+  int64_t last_victim_ = 0;  // slots the last victim of the latest eviction freed (6c)
   HiCacheStats stats_;
 };
 

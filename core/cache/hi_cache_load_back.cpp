@@ -145,6 +145,7 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     if (!device) {
       KV_PROBE(lb_evicts_to_fit);
       evict(tokens - device_slots_->available_size());
+      note_eviction(tokens, device_slots_->available_size());
       device = controller_->load(host_indices, best_match_node.id, extra);
       KV_PROBE_IF(!device, lb_fails_after_evicting);
     }
@@ -193,7 +194,28 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
   result.device_indices = std::move(*device);
   result.last_node = &best_match_node;
   result.loaded = true;
+  const std::string broken = check_load_back_window(best_match_node);
+  KV_ASSERT(broken.empty(), "load_back.window_whole: " + broken);
   return result;
+}
+
+std::string HiCache::check_load_back_window(TreeNode& anchor) const {
+  if (anchor.is_root()) return "";
+  if (!anchor.has_device(ComponentType::kFull)) {
+    return "anchor node " + std::to_string(anchor.id) + " has no device KV";
+  }
+  if (const SwaComponent* swa = find_swa(*tree_)) {
+    for (const TreeNode* n : swa->window_nodes(anchor)) {
+      if (!n->has_device(ComponentType::kSwa)) {
+        return "node " + std::to_string(n->id) + " of the SWA window ending at node " +
+               std::to_string(anchor.id) + " has no device SWA value";
+      }
+    }
+  }
+  if (side_pool(ComponentType::kMamba) != nullptr && !anchor.has_device(ComponentType::kMamba)) {
+    return "anchor node " + std::to_string(anchor.id) + " has no device Mamba state";
+  }
+  return "";
 }
 
 }  // namespace kvsim

@@ -87,8 +87,19 @@ void HiCache::sanity_check(SanityReport& report) const {
                std::to_string(stats_.prefetch_abandoned_with_free_memory) +
                    " prefetch(es) revoked for host memory while enough whole pages were free");
   }
+  if (controller_->live_index_buffers() != 0) {  // issue 11: transfer temporaries returned
+    report.add("transfers.index_buffers_returned",
+               std::to_string(controller_->live_index_buffers()) +
+                   " transfer index buffer(s) uploaded and never released");
+  }
+  if (stats_.over_evicted_tokens > 0) {
+    report.add("evict.over_eviction", std::to_string(stats_.over_evicted_tokens) +
+                                          " token(s) evicted beyond an allocation's shortfall "
+                                          "plus its last victim");
+  }
   for (const BackendViolation& v : backend_.violations()) {
-    report.add("stream_lifetime", v.kind + ": " + v.detail);
+    report.add(v.kind == "unordered_read" ? "stream_ordering" : "stream_lifetime",
+               v.kind + ": " + v.detail);
   }
 }
 

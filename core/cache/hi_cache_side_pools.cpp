@@ -31,7 +31,10 @@ std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   const int64_t shortfall = tokens - pool->device_slots().available_size();
-  if (shortfall > 0) evict_swa(shortfall);
+  if (shortfall > 0) {
+    evict_swa(shortfall);
+    note_eviction(tokens, pool->device_slots().available_size());
+  }
   return pool->alloc_for_request(tokens);
 }
 
@@ -45,7 +48,10 @@ void HiCache::free_swa(const IndexVector& slots) {
 std::optional<SlotIndex> HiCache::alloc_mamba_state() {
   SidePool* pool = side_pool(ComponentType::kMamba);
   KV_ASSERT(pool != nullptr, "alloc_mamba_state without a Mamba component");
-  if (pool->device_slots().available_size() < 1) evict_mamba(1);
+  if (pool->device_slots().available_size() < 1) {
+    evict_mamba(1);
+    note_eviction(1, pool->device_slots().available_size());
+  }
   std::optional<IndexVector> v = pool->alloc_for_request(1);
   if (!v) return std::nullopt;
   return (*v)[0];
@@ -72,6 +78,7 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
   SidePool* pool = side_pool(type);
   KV_ASSERT(pool != nullptr, "aux eviction without the component");
   int64_t freed = 0;
+  last_victim_ = 0;
   while (freed < slots) {
     TreeNode* victim = tree_->next_aux_victim(type);
     if (victim == nullptr) break;
@@ -80,14 +87,23 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
       // A device leaf keeps nothing worth its full KV once its window or state is gone.
       KV_PROBE(aux_evict_device_leaf);
       if (!evict_device_victim(*victim)) break;
+      last_victim_ = n;
       freed += n;
     } else {
       KV_PROBE(aux_tombstone);
+      last_victim_ = n;
       freed += n;
       pool->device_slots().free(tree_->take_aux_value(*victim, type));
     }
   }
   return freed;
+}
+
+void HiCache::note_eviction(int64_t need, int64_t free_after) {
+  // The last victim was needed unless what is free without it already covers the need.
+  if (last_victim_ > 0 && free_after - need >= last_victim_) {
+    stats_.over_evicted_tokens += free_after - need;
+  }
 }
 
 void HiCache::free_released(const ReleasedSlots& released) {

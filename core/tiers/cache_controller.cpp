@@ -32,6 +32,22 @@ void LayerDoneCounter::wait_until(Backend& backend, StreamId stream, int32_t lay
   if (e.valid()) backend.wait_event(stream, e);
 }
 
+std::string LayerDoneCounter::check(int producer) const {
+  if (producer < 0 || producer >= kSlots) return "producer index out of range";
+  const auto& events = events_[static_cast<size_t>(producer)];
+  if (events.size() != static_cast<size_t>(layer_count_)) return "the load has no layer events";
+  for (size_t layer = 0; layer < events.size(); ++layer) {
+    if (!events[layer].valid()) {
+      return "layer " + std::to_string(layer) + " has no event: a forward would not wait for it";
+    }
+    if (layer > 0 && events[layer].value <= events[layer - 1].value) {
+      return "layer " + std::to_string(layer) + "'s event precedes layer " +
+             std::to_string(layer - 1) + "'s";
+    }
+  }
+  return "";
+}
+
 CacheController::CacheController(Backend& backend, DeviceKVPool& device_pool,
                                  PagedSlotAllocator& device_slots, HostKVPool& host_pool,
                                  PagedSlotAllocator& host_slots, CacheControllerOptions options)
@@ -55,6 +71,7 @@ Block CacheController::upload_indices(const IndexVector& indices, const std::str
   Block block = backend_.allocate(MemoryKind::kDevice, bytes, compute, label);
   KV_ASSERT(block.valid(), "out of device memory for an index buffer");
   backend_.upload_async(compute, block, 0, std::as_bytes(indices.span()), label);
+  ++live_index_buffers_;
   return block;
 }
 
@@ -74,6 +91,8 @@ void CacheController::release_after(const ResolvedIndices& indices, StreamId str
   backend_.record_stream(indices.dst.device_block(), stream);
   backend_.free(indices.src.device_block());
   backend_.free(indices.dst.device_block());
+  live_index_buffers_ -= 2;
+  KV_ASSERT(live_index_buffers_ >= 0, "more index buffers released than uploaded");
 }
 
 void CacheController::add_side_pool(PoolName name, DeviceKVPool& device_pool,
@@ -224,6 +243,8 @@ int CacheController::start_loading() {
     }
     ack.finish = backend_.record_event(load_stream_);
     load_acks_.push_back(std::move(ack));
+    const std::string problem = layer_done_.check(producer);
+    KV_ASSERT(problem.empty(), "load.layer_events: aux-only " + label + ": " + problem);
     return producer;
   }
   const int32_t layers = device_pool_.view().layer_count;
@@ -242,6 +263,8 @@ int CacheController::start_loading() {
   ack.finish = backend_.record_event(load_stream_);
   release_after(*moved, load_stream_);
   load_acks_.push_back(std::move(ack));
+  const std::string problem = layer_done_.check(producer);
+  KV_ASSERT(problem.empty(), "load.layer_events: " + label + ": " + problem);
   return producer;
 }
 

@@ -19,7 +19,12 @@
 //  3. source and destination slots of a pending op stay allocated until its ack is consumed
 //     (the caller holds a lock or host protection on the nodes; pending_ops() lists them);
 //  4. side-pool transfers (PoolTransfer) obey 1 and 2 exactly like the main KV indices: each
-//     is resolved into new objects and each resolved buffer is recorded on the copy stream.
+//     is resolved into new objects and each resolved buffer is recorded on the copy stream;
+//  5. [load.layer_events] a started load records one event per layer, in layer order, after
+//     every transfer of that layer in every pool (main and side pools): a forward that waits
+//     for layer i alone must find all of layer i landed (KV_ASSERT in start_loading);
+//  6. [transfers.index_buffers_returned] every index buffer move_indices uploads is given back
+//     by release_after: live_index_buffers() is 0 between calls (HiCache::sanity_check).
 #pragma once
 
 #include <array>
@@ -64,6 +69,9 @@ class LayerDoneCounter {
   void set_consumer(int producer) { consumer_ = producer; }
   // Makes `stream` wait until layer `layer` of the consumed load has landed.
   void wait_until(Backend& backend, StreamId stream, int32_t layer) const;
+  // Invariant load.layer_events of `producer`'s load: every layer has an event and the events
+  // increase with the layer (a wait for layer i also covers layers < i). "" when it holds.
+  std::string check(int producer) const;
 
  private:
   int32_t layer_count_;
@@ -124,6 +132,8 @@ class CacheController {
   void issue_pool_transfers(StreamId stream, const std::vector<ResolvedPoolTransfer>& resolved,
                             const std::string& label);
 
+  // Index buffers uploaded by move_indices and not yet given back by release_after.
+  int64_t live_index_buffers() const { return live_index_buffers_; }
   size_t pending_writes() const { return write_acks_.size(); }
   size_t pending_loads() const { return load_acks_.size() + load_queue_.size(); }
   size_t queued_loads() const { return load_queue_.size(); }
@@ -165,6 +175,7 @@ class CacheController {
   std::deque<TransferAck> write_acks_;
   std::deque<TransferAck> load_acks_;
   OpId next_op_id_ = 1;
+  int64_t live_index_buffers_ = 0;
 };
 
 }  // namespace kvsim

@@ -21,9 +21,10 @@ import sys
 from array import array
 from typing import Any, Dict, List, Optional
 
-import numpy as np
-
 import kvsim
+
+# numpy is imported where it is used (it is a dependency of the calls, not of the import):
+# `import kvsim, kvsim.sglang` works in any Python 3 that can load the module.
 
 __all__ = ["KvsimRadixCache", "KvsimNode", "page_hashes", "hash_to_int64", "SGLANG_REVISION"]
 
@@ -36,6 +37,8 @@ _SUPPORTED_POLICIES = ("lru", "lfu")
 def page_hashes(tokens, page_size: int, prior: Optional[bytes] = None) -> List[str]:
     """SGLang's position-aware page hash chain (mem_cache/utils.py get_hash_str): page k is
     SHA-256(digest of page k-1 || page k's tokens as little-endian uint32), hex strings."""
+    import numpy as np
+
     a = np.asarray(tokens, dtype=np.int64).astype("<u4").tobytes()
     out = []
     step = 4 * page_size
@@ -152,12 +155,16 @@ class KvsimNode:
 
 def _build_class():
     """Builds KvsimRadixCache on SGLang's BasePrefixCache (imported now, not at import time)."""
+    import numpy as np
     from sglang.srt.mem_cache import base_prefix_cache as bpc
 
     try:
         import torch  # SGLang always has it; kvsim's own tests may not
     except ImportError:  # pragma: no cover - depends on the machine
         torch = None
+
+    _MatchResult, _InsertResult = bpc.MatchResult, bpc.InsertResult
+    _IncLockRefResult, _DecLockRefResult = bpc.IncLockRefResult, bpc.DecLockRefResult
 
     class KvsimRadixCache(bpc.BasePrefixCache):
         """SGLang RadixCache contract on kvsim's core (device tier)."""
@@ -223,16 +230,6 @@ def _build_class():
             t = self._torch.from_numpy(arr)
             return t if self._host_device else t.to(self.device, non_blocking=True)
 
-        def _host(self, value):
-            """A value tensor/array as something the binding reads (host memory)."""
-            if self._torch is not None and isinstance(value, self._torch.Tensor):
-                if value.device.type != "cpu":
-                    value = value.cpu()
-                if value.dtype != self._torch.int64:
-                    value = value.to(self._torch.int64)
-                return value.contiguous().numpy()
-            return value
-
         def _cat(self, parts):
             if self._torch is not None and all(isinstance(p, self._torch.Tensor) for p in parts):
                 return self._torch.cat(parts)
@@ -288,6 +285,9 @@ def _build_class():
             if old is not None:
                 old.close_recording()
             self._tree = kvsim.RadixTree(self.page_size, self.eviction_policy, record=self._record)
+            t = self._tree
+            self._match, self._insert, self._lock, self._unlock = t.match_prefix, t.insert, t.lock, t.unlock
+            self._from_numpy = torch.from_numpy if torch is not None else (lambda a: a)
             self._handles: Dict[int, KvsimNode] = {}
             self._locks: Dict[int, list] = {}
             self.root_node = self._handle(self._tree.root_id)
@@ -300,36 +300,45 @@ def _build_class():
             if self.enable_kv_cache_events:
                 self.kv_event_queue.append(self._events().AllBlocksCleared())
 
+        # The hot calls (match_prefix, insert, inc/dec_lock_ref) make one binding call each and
+        # read the tree's bound methods and SGLang's result types from cached names.
         def match_prefix(self, params):
             key = params.key
-            if self.disable or len(key) == 0:
+            if self.disable:
                 return self._empty
-            tokens = self._key_tokens(key)
+            tokens = key.token_ids
+            if getattr(key, "limit", None) is not None or getattr(key, "is_bigram", False):
+                tokens = self._key_tokens(key)
             if len(tokens) < self.page_size:
                 return self._empty
-            indices, node_id = self._tree.match_prefix(tokens, self._ns(key.extra_key))
-            node = self._handle(node_id)
-            return bpc.MatchResult(
-                device_indices=self._tensor(indices),
-                last_device_node=node,
-                last_host_node=node,
-                best_match_node=node,
+            ns = self._ns_ids.get(key.extra_key)
+            indices, node_id = self._match(tokens, self._ns(key.extra_key) if ns is None else ns)
+            node = self._handles.get(node_id)
+            if node is None:
+                node = self._handle(node_id)
+            return _MatchResult(
+                self._from_numpy(indices) if self._host_device else self._tensor(indices), node, node, node
             )
 
         def insert(self, params):
             if self.disable:
-                return bpc.InsertResult(prefix_len=0)
+                return _InsertResult(prefix_len=0)
             key = params.key
-            tokens = self._key_tokens(key)
+            tokens = key.token_ids
+            if getattr(key, "limit", None) is not None or getattr(key, "is_bigram", False):
+                tokens = self._key_tokens(key)
             value = params.value
             if value is None:
                 value = tokens  # SGLang's debug/test fallback: the tokens are the value
-            else:
-                value = self._host(value)
-            prefix_len, node_id = self._tree.insert(tokens, value, self._ns(key.extra_key))
+            ns = self._ns_ids.get(key.extra_key)
+            # Torch tensors go to the binding as they are (CPU: read in place; others: copied).
+            prefix_len, node_id = self._insert(tokens, value, self._ns(key.extra_key) if ns is None else ns)
             if self.enable_kv_cache_events:
                 self._record_store(tokens, prefix_len)
-            return bpc.InsertResult(prefix_len=prefix_len, last_device_node=self._handle(node_id))
+            node = self._handles.get(node_id)
+            if node is None:
+                node = self._handle(node_id)
+            return _InsertResult(prefix_len=prefix_len, last_device_node=node)
 
         def cache_finished_req(self, req, is_insert: bool = True, *, kv_len_to_handle=None, **kwargs):
             if self.disable_finished_insert:
@@ -407,10 +416,13 @@ def _build_class():
         def inc_lock_ref(self, node):
             if self.disable:
                 return bpc.IncLockRefResult(delta=0)
-            before = self._tree.evictable_size()
-            lock = self._tree.lock(node.id)
-            self._locks.setdefault(node.id, []).append(lock)
-            return bpc.IncLockRefResult(delta=self._tree.evictable_size() - before)
+            lock = self._lock(node.id)
+            held = self._locks.get(node.id)
+            if held is None:
+                self._locks[node.id] = [lock]
+            else:
+                held.append(lock)
+            return _IncLockRefResult(delta=lock.delta)
 
         def dec_lock_ref(self, node, params=None):
             if self.disable:
@@ -418,9 +430,7 @@ def _build_class():
             held = self._locks.get(node.id)
             if not held:
                 raise kvsim.KvsimError(f"dec_lock_ref: node {node.id} holds no lock taken by inc_lock_ref")
-            before = self._tree.evictable_size()
-            self._tree.unlock(held.pop())
-            return bpc.DecLockRefResult(delta=self._tree.evictable_size() - before)
+            return _DecLockRefResult(delta=self._unlock(held.pop()))
 
         def evictable_size(self):
             return self._tree.evictable_size()

@@ -18,9 +18,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -86,8 +88,15 @@ class IntBuffer {
     }
     py::object src = py::reinterpret_borrow<py::object>(obj);
     if (!PyObject_CheckBuffer(src.ptr())) {
-      if (py::hasattr(src, "numpy") && py::hasattr(src, "dtype")) {
-        src = src.attr("numpy")();  // torch CPU tensor: a numpy view, no copy
+      if (py::hasattr(src, "dtype") && py::hasattr(src, "numpy")) {
+        // A torch tensor: a CPU one gives a numpy view (no copy); another device's is copied
+        // to the host first (.cpu()), as a caller would have to.
+        try {
+          src = src.attr("numpy")();
+        } catch (py::error_already_set&) {
+          if (!py::hasattr(src, "cpu")) throw;
+          src = src.attr("cpu")().attr("numpy")();
+        }
       } else {
         throw py::type_error(std::string(what) +
                              ": expected a 1-D integer buffer (numpy, array.array, torch CPU "
@@ -167,6 +176,33 @@ class IntBuffer {
   size_t size_ = 0;
 };
 
+// x86-64: an AVX2 clone of the per-token loops next to the baseline one, picked at load time.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KVSIM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KVSIM_VECTOR_CLONES
+#endif
+
+// Narrows n int64 tokens into dst; returns the OR of what the narrowing lost (0: all fit).
+// One pass, vectorised (AVX2 where the CPU has it, chosen at load time; -O3 for the module).
+KVSIM_VECTOR_CLONES uint64_t narrow(const int64_t* src, size_t n, Token* dst) {
+  uint64_t lost = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Token t = static_cast<Token>(src[i]);
+    lost |= static_cast<uint64_t>(src[i] ^ static_cast<int64_t>(t));
+    dst[i] = t;
+  }
+  return lost;
+}
+
+// The OR of n slot indices (negative: some index is).
+KVSIM_VECTOR_CLONES int64_t or_all(const int64_t* v, size_t n) {
+  int64_t all = 0;
+  for (size_t i = 0; i < n; ++i)
+    all |= v[i];
+  return all;
+}
+
 // Tokens as the core's 32-bit Token: in place for int32 input, range-checked copy otherwise.
 class Tokens {
  public:
@@ -175,36 +211,30 @@ class Tokens {
       span_ = std::span<const Token>(buf_.data32(), buf_.size());
       return;
     }
-    // Two vectorisable passes: the range check, then the narrowing copy.
+    // One vectorisable pass (the module is built with -O3): narrow every token and OR
+    // together what the narrowing lost; only a failing batch looks for the offending index.
     const int64_t* src = buf_.data64();
     const size_t n = buf_.size();
-    int64_t lo = 0;
-    int64_t hi = 0;
-    for (size_t i = 0; i < n; ++i) {
-      lo = std::min(lo, src[i]);
-      hi = std::max(hi, src[i]);
-    }
-    if (lo < std::numeric_limits<Token>::min() || hi > std::numeric_limits<Token>::max()) {
+    copy_.reset(new Token[n]);  // no zero fill: narrow() writes every element once
+    Token* dst = copy_.get();
+    const uint64_t lost = narrow(src, n, dst);
+    if (lost != 0) {
       for (size_t i = 0; i < n; ++i) {
-        if (src[i] < std::numeric_limits<Token>::min() ||
-            src[i] > std::numeric_limits<Token>::max()) {
+        if (src[i] != static_cast<int64_t>(static_cast<Token>(src[i]))) {
           throw py::value_error(std::string(what) + "[" + std::to_string(i) +
                                 "] = " + std::to_string(src[i]) +
                                 " does not fit in kvsim's 32-bit token id");
         }
       }
     }
-    copy_.reserve(n);  // no zero fill: the narrowing copy writes every element once
-    std::transform(src, src + n, std::back_inserter(copy_),
-                   [](int64_t t) { return static_cast<Token>(t); });
-    span_ = copy_;
+    span_ = std::span<const Token>(dst, n);
   }
   std::span<const Token> span() const { return span_; }
   size_t size() const { return span_.size(); }
 
  private:
   IntBuffer buf_;
-  std::vector<Token> copy_;
+  std::unique_ptr<Token[]> copy_;
   std::span<const Token> span_;
 };
 
@@ -228,7 +258,65 @@ struct PyLock {
   LockRecord record;
   NodeId node = 0;
   int64_t call = -1;  // index of the lock call in the recording, -1 when not recorded
+  int64_t delta = 0;  // change of evictable_size() the lock made (<= 0), SGLang's delta
 };
+
+// The recorders a SIGTERM / SIGABRT handler flushes: a fixed table of atomic pointers, so the
+// handler takes no lock and allocates nothing (recorder.h, signal_flush()). A process with more
+// than kSignalSlots recording trees at once flushes only the first ones on a signal.
+constexpr size_t kSignalSlots = 256;
+std::atomic<CallRecorder*> g_signal_recorders[kSignalSlots];
+struct sigaction g_previous_term;
+struct sigaction g_previous_abrt;
+std::once_flag g_signals_once;
+
+extern "C" void kvsim_flush_on_signal(int sig, siginfo_t* info, void* context) {
+  for (auto& slot : g_signal_recorders) {
+    if (CallRecorder* r = slot.load()) r->signal_flush();
+  }
+  // Then what would have happened without kvsim: the previous handler, or the default action.
+  const struct sigaction& prev = sig == SIGTERM ? g_previous_term : g_previous_abrt;
+  if ((prev.sa_flags & SA_SIGINFO) != 0) {
+    if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (prev.sa_handler == SIG_IGN) return;
+  if (prev.sa_handler == SIG_DFL) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);  // blocked until this handler returns, then the default action
+    return;
+  }
+  prev.sa_handler(sig);
+}
+
+// Installed once, when the first recording starts (KVSIM_RECORD_SIGNALS=0: not at all).
+void install_signal_flush() {
+  std::call_once(g_signals_once, [] {
+    if (const char* env = std::getenv("KVSIM_RECORD_SIGNALS"); env != nullptr && env[0] == '0')
+      return;
+    struct sigaction sa {};
+    sa.sa_sigaction = &kvsim_flush_on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &g_previous_term);
+    sigaction(SIGABRT, &sa, &g_previous_abrt);
+  });
+}
+void watch_on_signal(CallRecorder* r) {
+  for (auto& slot : g_signal_recorders) {
+    CallRecorder* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, r)) return;
+  }
+}
+void unwatch_on_signal(CallRecorder* r) {
+  for (auto& slot : g_signal_recorders) {
+    CallRecorder* mine = r;
+    if (slot.compare_exchange_strong(mine, nullptr)) return;
+  }
+}
 
 class PyTree;
 // Trees with an open recording, closed at interpreter exit (kvsim/__init__.py's atexit hook).
@@ -271,11 +359,16 @@ class PyTree {
       }
       rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
                                             record_max_calls);
+      install_signal_flush();
+      watch_on_signal(rec_.get());
       std::lock_guard<std::mutex> g(g_recording_mu);
       g_recording.insert(this);
     }
   }
-  ~PyTree() { close_recording(); }
+  ~PyTree() {
+    close_recording();
+    if (rec_) unwatch_on_signal(rec_.get());
+  }
 
   // Ends the recording with its footer (idempotent).
   void close_recording() {
@@ -338,18 +431,15 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
+    // One copy (no zero fill first), then a vectorised check of the copy.
     std::vector<SlotIndex> slots;
-    slots.reserve(n);
-    int64_t lowest = 0;
     if (value.data64() != nullptr) {
       slots.assign(value.data64(), value.data64() + n);
     } else {
-      for (size_t i = 0; i < n; ++i)
-        slots.push_back(value.at(i));
+      slots.assign(value.data32(), value.data32() + n);
     }
-    for (size_t i = 0; i < n; ++i)
-      lowest = std::min(lowest, slots[i]);
-    if (lowest < 0) {
+    const int64_t any_negative = or_all(slots.data(), n);
+    if (any_negative < 0) {
       const auto bad = static_cast<size_t>(
           std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
           slots.begin());
@@ -394,7 +484,9 @@ class PyTree {
         }
       }
       on_fail_ = sim::CallKind::kLock;
+      const int64_t before = tree_->evictable_size();
       out.record = tree_->lock(*node);
+      out.delta = tree_->evictable_size() - before;
       out.node = node_id;
       stats_.lock_calls += 1;
       if (out.call >= 0 && recording()) {
@@ -406,13 +498,17 @@ class PyTree {
     return out;
   }
 
-  void unlock(const PyLock& lock) {
+  // -> the change of evictable_size() (>= 0), SGLang's dec_lock_ref delta.
+  int64_t unlock(const PyLock& lock) {
+    int64_t delta = 0;
     run(0, [&] {
       const bool rec = recording() && lock.call >= 0;
       if (recording() && !rec) stop_recording();
       if (rec) rec_->begin_lock(true, lock.call);
       on_fail_ = sim::CallKind::kUnlock;
+      const int64_t before = tree_->evictable_size();
       tree_->unlock(lock.record);
+      delta = tree_->evictable_size() - before;
       stats_.unlock_calls += 1;
       if (rec && recording()) {
         const sim::CallOutcome none;
@@ -420,6 +516,7 @@ class PyTree {
         end_if_bound();
       }
     });
+    return delta;
   }
 
   // Frees at least `tokens` device tokens (whole LRU leaves), as SGLang's RadixCache.evict.
@@ -438,7 +535,7 @@ class PyTree {
       stats_.evicted_tokens += done;
       stats_.evicted_nodes += static_cast<int64_t>(ev.nodes.size());
       if (recording()) {
-        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots)};
+        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots, sim::kSlotsHashLatest)};
         rec_->finish_call(sim::CallKind::kEvict, &out);
         for (const auto& [id, n] : ev.nodes)
           rec_->forget(id);
@@ -678,6 +775,9 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyLock>(m, "Lock", "A lock taken by RadixTree.lock; pass it back to unlock.")
       .def_property_readonly("node", [](const PyLock& l) { return l.node; })
+      .def_property_readonly(
+          "delta", [](const PyLock& l) { return l.delta; },
+          "change of evictable_size() the lock made (<= 0)")
       .def("__repr__",
            [](const PyLock& l) { return "<kvsim.Lock node=" + std::to_string(l.node) + ">"; });
 
@@ -701,7 +801,8 @@ PYBIND11_MODULE(_core, m) {
       .def("insert", &PyTree::insert, py::arg("tokens"), py::arg("value"), py::arg("namespace") = 0,
            "-> (prefix_len, last node id); the caller frees value[protected:prefix_len]")
       .def("lock", &PyTree::lock, py::arg("node"))
-      .def("unlock", &PyTree::unlock, py::arg("lock"))
+      .def("unlock", &PyTree::unlock, py::arg("lock"),
+           "-> change of evictable_size() the unlock made (>= 0)")
       .def("evict", &PyTree::evict, py::arg("num_tokens"), py::arg("with_paths") = false)
       .def("evictable_size", &PyTree::evictable_size)
       .def("protected_size", &PyTree::protected_size)

@@ -1,30 +1,49 @@
 // CallRecorder: writes a tree's calls as a kvsim call trace (sim/call_trace.h), for
 // `kvsim replay` / `kvsim shrink`. Lines are formatted by hand (std::to_chars), not through a
-// JSON library; token and slot arrays go to a binary sidecar (<trace>.bin) that the lines name
-// by offset, and an insert whose key is a prefix of the last match's key names that call. The
-// format is the one sim/call_trace_replay.cpp reads.
+// JSON library; keys and slots go to a binary sidecar (<trace>.bin) that the lines name by
+// [byte offset, count].
 //
-// Flushing: lines and sidecar bytes go to in-memory buffers handed to a writer thread every
-// 8 MiB (the calling thread does not wait for the disk unless the previous hand-off is still
-// being written); they are written synchronously when a call fails a core assertion, when the
-// recording closes (tree destroyed, close_recording(), interpreter exit through the module's
-// atexit hook) and from kvsim.flush_recordings().
+// Volume (docs/sglang.md "Recording"): the tree only ever compares whole pages, so with
+// page_size >= kHashPagesFrom a key is recorded as one 64-bit hash per page ("pages"), and
+// replay turns each distinct hash into a synthetic page: equal pages stay equal, different ones
+// different (a hash collision, ~n^2/2^65 for n distinct pages, shows up as a divergence). The
+// unaligned tail of a key, which the tree never reads, is not recorded. Smaller pages record the
+// tokens ("tok"). A key's leading part that an earlier call already holds is named by that call
+// ("tok_of": a match names the call that last returned its node; an insert names the last match
+// when they share leading pages). Slots are recorded as runs (start, length).
+//
+// Buffers and flushing: lines and sidecar bytes go to two fixed buffers (never reallocated
+// inside a call); at a call boundary, a buffer that is full is handed to a writer thread, which
+// writes it with pwrite() at its file offset, so the calling thread does not wait for the disk.
+// They are written synchronously when a call fails a core assertion, when the recording closes
+// (tree destroyed, close_recording(), interpreter exit) and from kvsim.flush_recordings().
+// On SIGTERM / SIGABRT, signal_flush() writes every complete call recorded so far with pwrite()
+// only (async-signal-safe; it changes no recorder state, so it may run more than once): the
+// file then ends without a footer and `kvsim replay` checks every recorded outcome.
 // Bound: after `max_calls` calls the recording ends with a footer marked "truncated" (it keeps
-// the first calls: a window of the last calls would need a tree snapshot to replay from).
+// the first calls: a window of the last calls would need a tree snapshot to replay from,
+// docs/sglang.md).
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,24 +51,63 @@
 
 namespace kvsim::python {
 
+// Pages of at least this many tokens are recorded as hashes.
+inline constexpr int32_t kHashPagesFrom = 4;
+
+// A 64-bit hash of one page of tokens: four independent multiply-rotate lanes (so the CPU runs
+// them in parallel) folded together. Only equality matters to replay.
+inline uint64_t hash_page(const Token* t, size_t n) {
+  constexpr uint64_t k1 = 0x9e3779b185ebca87ULL;
+  constexpr uint64_t k2 = 0xc2b2ae3d27d4eb4fULL;
+  auto round = [](uint64_t acc, uint64_t w) {
+    acc += w * k2;
+    acc = (acc << 31) | (acc >> 33);
+    return acc * k1;
+  };
+  uint64_t a = 1, b = 2, c = 3, d = 4;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w[4];
+    std::memcpy(w, t + i, sizeof w);
+    a = round(a, w[0]);
+    b = round(b, w[1]);
+    c = round(c, w[2]);
+    d = round(d, w[3]);
+  }
+  for (; i < n; ++i)
+    a = round(a, static_cast<uint32_t>(t[i]));
+  uint64_t h = round(round(round(round(n, a), b), c), d);
+  h ^= h >> 29;
+  h *= k1;
+  h ^= h >> 32;
+  return h;
+}
+
 class CallRecorder {
  public:
   CallRecorder(std::string path, int32_t page_size, EvictionPolicy policy, uint64_t max_calls)
-      : path_(std::move(path)), max_calls_(max_calls) {
-    file_ = std::fopen(path_.c_str(), "w");
-    if (file_ == nullptr) throw std::runtime_error("cannot open recording file " + path_);
+      : path_(std::move(path)), page_(static_cast<size_t>(page_size)), max_calls_(max_calls) {
+    hash_pages_ = page_size >= kHashPagesFrom;
+    lines_fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (lines_fd_ < 0) throw std::runtime_error("cannot open recording file " + path_);
     blob_path_ = path_ + ".bin";
-    blob_file_ = std::fopen(blob_path_.c_str(), "wb");
-    if (blob_file_ == nullptr) {
-      std::fclose(file_);
-      file_ = nullptr;
+    blob_fd_ = ::open(blob_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (blob_fd_ < 0) {
+      ::close(lines_fd_);
+      lines_fd_ = -1;
       throw std::runtime_error("cannot open recording file " + blob_path_);
     }
-    nlohmann::json header = sim::call_trace_header(page_size, policy, "kvsim python module");
+    for (Region* r : {&lines_, &plines_})
+      r->grow(kLinesCap);
+    for (Region* r : {&blob_, &pblob_})
+      r->grow(kBlobCap);
+    nlohmann::json header =
+        sim::call_trace_header(page_size, policy, "kvsim python module", sim::kSlotsHashLatest);
     const size_t slash = blob_path_.find_last_of('/');
     header["blob"] = slash == std::string::npos ? blob_path_ : blob_path_.substr(slash + 1);
-    buf_ = header.dump();
-    buf_ += '\n';
+    const std::string h = header.dump() + "\n";
+    lines_.append(h.data(), h.size());
+    commit();
     flush();
   }
   ~CallRecorder() {
@@ -60,13 +118,13 @@ class CallRecorder {
     }
     wcv_.notify_all();
     if (writer_.joinable()) writer_.join();
-    if (file_ != nullptr) std::fclose(file_);
-    if (blob_file_ != nullptr) std::fclose(blob_file_);
+    ::close(lines_fd_);
+    ::close(blob_fd_);
   }
   CallRecorder(const CallRecorder&) = delete;
   CallRecorder& operator=(const CallRecorder&) = delete;
 
-  bool active() const { return file_ != nullptr && !ended_; }
+  bool active() const { return lines_fd_ >= 0 && !ended_; }
   const std::string& path() const { return path_; }
   uint64_t calls() const { return calls_; }
 
@@ -79,93 +137,117 @@ class CallRecorder {
   }
 
   // A call is written in two halves: its inputs before the core runs it, its outcome after
-  // (finish_call with null when the core failed an assertion instead).
-  // Token and slot arrays go to the binary sidecar (<trace>.bin, little-endian) and the line
-  // names them by [byte offset, count]: formatting millions of numbers as text would cost more
-  // than the calls. An insert whose key is a prefix of the last match's key names that call.
-  // A match's tokens are written after the core ran it: the hit part is the path to the node
-  // it returned, which the call that last returned that node already holds ("tok_of"), so
-  // only the rest goes to the sidecar ("tok"). The key is kept for the insert that follows.
+  // (finish_call with null when the core failed an assertion instead). A match's key is
+  // written after the core ran it: the hit part is the path to the node it returned, which
+  // the call that last returned that node already holds ("tok_of"), so only the rest goes to
+  // the sidecar.
   void begin_match(Namespace ns, std::span<const Token> tokens) {
-    buf_ += "{\"op\":\"match\",\"ns\":";
+    const size_t aligned = tokens.size() / page_ * page_;
+    room(tokens.size() * sizeof(Token) + 64);
+    text("{\"op\":\"match\",\"ns\":");
     num(ns);
     last_match_ = next_index();
     last_match_ns_ = ns;
-    last_match_tokens_.assign(tokens.begin(), tokens.end());
+    // Kept for finish_call (which hashes only the pages the tree did not hold) and for the
+    // insert that follows (a memcmp against it finds the shared pages without hashing them).
+    last_match_tokens_.assign(tokens.begin(),
+                              tokens.begin() + (hash_pages_ ? aligned : tokens.size()));
   }
   void begin_insert(Namespace ns, std::span<const Token> tokens, std::span<const SlotIndex> value) {
-    buf_ += "{\"op\":\"insert\",\"ns\":";
+    room(tokens.size() * sizeof(Token) + value.size() * 2 * sizeof(int64_t) + 64);
+    text("{\"op\":\"insert\",\"ns\":");
     num(ns);
-    if (last_match_ >= 0 && ns == last_match_ns_ && tokens.size() <= last_match_tokens_.size() &&
-        std::memcmp(tokens.data(), last_match_tokens_.data(), tokens.size() * sizeof(Token)) == 0) {
-      buf_ += ",\"tok_of\":[";
-      num(last_match_);
-      buf_ += ',';
-      num(tokens.size());
-      buf_ += ']';
+    const bool same_ns = last_match_ >= 0 && ns == last_match_ns_;
+    size_t shared = 0;  // leading tokens equal to the last match's
+    if (same_ns) {
+      const size_t limit = std::min(tokens.size(), last_match_tokens_.size());
+      if (std::memcmp(tokens.data(), last_match_tokens_.data(), limit * sizeof(Token)) == 0) {
+        shared = limit;
+      } else if (hash_pages_) {
+        while (shared + page_ <= limit &&
+               std::memcmp(tokens.data() + shared, last_match_tokens_.data() + shared,
+                           page_ * sizeof(Token)) == 0)
+          shared += page_;
+      }
+    }
+    if (hash_pages_) {
+      shared = shared / page_ * page_;
+      if (shared > 0) tok_of(last_match_, shared);
+      if (shared < tokens.size() || shared == 0) {
+        hash_into(tokens.subspan(shared), &pages_);
+        text(",\"pages\":");
+        blob_ref(pages_.data(), pages_.size());
+      }
+    } else if (shared == tokens.size() && shared > 0) {
+      tok_of(last_match_, shared);
     } else {
-      buf_ += ",\"tok\":";
+      text(",\"tok\":");
       blob_ref(tokens.data(), tokens.size());
     }
     // Slots as runs (start, length): allocators hand out pages of consecutive slots.
     runs_.clear();
     for (size_t i = 0; i < value.size();) {
       size_t j = i + 1;
+      while (j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
+        j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
       while (j < value.size() && value[j] == value[j - 1] + 1)
         ++j;
       runs_.push_back(value[i]);
       runs_.push_back(static_cast<int64_t>(j - i));
       i = j;
     }
-    buf_ += ",\"val_runs\":";
+    text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
   }
   void begin_lock(bool unlock, int64_t ref) {
-    buf_ += unlock ? "{\"op\":\"unlock\",\"of\":" : "{\"op\":\"lock\",\"of\":";
+    room(64);
+    text(unlock ? "{\"op\":\"unlock\",\"of\":" : "{\"op\":\"lock\",\"of\":");
     num(ref);
   }
   void begin_evict(int64_t n) {
-    buf_ += "{\"op\":\"evict\",\"n\":";
+    room(64);
+    text("{\"op\":\"evict\",\"n\":");
     num(n);
   }
   void finish_call(sim::CallKind kind, const sim::CallOutcome* out) {
     if (kind == sim::CallKind::kMatch) {
-      const std::span<const Token> t = last_match_tokens_;
       size_t hit = 0;
       if (out != nullptr && out->amount > 0) {
         if (const std::optional<int64_t> k = producer_of(out->node)) {
           hit = static_cast<size_t>(out->amount);
-          buf_ += ",\"tok_of\":[";
-          num(*k);
-          buf_ += ',';
-          num(hit);
-          buf_ += ']';
+          tok_of(*k, hit);
         }
       }
-      if (hit < t.size()) {
-        buf_ += ",\"tok\":";
-        blob_ref(t.data() + hit, t.size() - hit);
+      if (hash_pages_) {
+        if (hit < last_match_tokens_.size() || hit == 0) {  // a key names its tokens somehow
+          hash_into(std::span<const Token>(last_match_tokens_).subspan(hit), &pages_);
+          text(",\"pages\":");
+          blob_ref(pages_.data(), pages_.size());
+        }
+      } else if (hit < last_match_tokens_.size() || hit == 0) {
+        text(",\"tok\":");
+        blob_ref(last_match_tokens_.data() + hit, last_match_tokens_.size() - hit);
       }
     }
     if (out != nullptr) {
       switch (kind) {
         case sim::CallKind::kMatch:
         case sim::CallKind::kInsert:
-          buf_ += kind == sim::CallKind::kMatch ? ",\"out\":{\"hit\":" : ",\"out\":{\"prefix\":";
+          text(kind == sim::CallKind::kMatch ? ",\"out\":{\"hit\":" : ",\"out\":{\"prefix\":");
           num(out->amount);
-          buf_ += ",\"node\":";
+          text(",\"node\":");
           num(out->node);
-          buf_ += '}';
+          text("}");
           break;
         case sim::CallKind::kEvict: {
           char hex[17];
           std::snprintf(hex, sizeof hex, "%016llx",
                         static_cast<unsigned long long>(out->slots_hash));
-          buf_ += ",\"out\":{\"freed\":";
+          text(",\"out\":{\"freed\":");
           num(out->amount);
-          buf_ += ",\"slots\":\"";
-          buf_ += hex;
-          buf_ += "\"}";
+          text(",\"slots\":\"");
+          text(hex);
+          text("\"}");
           break;
         }
         default:
@@ -173,9 +255,9 @@ class CallRecorder {
       }
       hash_ = sim::fold_call(hash_, kind, *out);
     }
-    buf_ += "}\n";
+    text("}\n");
     ++calls_;
-    if (buf_.size() + blob_.size() > (8u << 20)) hand_off();
+    commit();
   }
   void forget(NodeId node) { producer_.erase(node); }
 
@@ -196,8 +278,13 @@ class CallRecorder {
     end.protected_size = protected_size;
     end.violation = std::move(violation);
     end.truncated = truncated;
-    buf_ += sim::call_trace_footer(end).dump();
-    buf_ += '\n';
+    const std::string f = sim::call_trace_footer(end).dump() + "\n";
+    if (lines_.len + f.size() > lines_.cap) {
+      hand_off();
+      lines_.grow(f.size());
+    }
+    lines_.append(f.data(), f.size());
+    commit();
     ended_ = true;
     flush();
   }
@@ -206,111 +293,192 @@ class CallRecorder {
   // Synchronous: everything recorded so far is in the files when it returns (a raising call,
   // close, exit, kvsim.flush_recordings()).
   void flush() {
-    if (file_ == nullptr) return;
+    if (lines_fd_ < 0) return;
     std::unique_lock<std::mutex> g(wmu_);
-    wcv_.wait(g, [&] { return !writing_; });
-    blob_written_ += blob_.size();
-    write_out(blob_, buf_);
+    wcv_.wait(g, [&] { return !writing_.load(); });
+    write_region(blob_fd_, blob_);
+    write_region(lines_fd_, lines_);
+    blob_.restart();
+    lines_.restart();
+  }
+
+  // Async-signal-safe: writes the complete calls recorded so far (pwrite only, no allocation,
+  // no lock, no change to the recorder). The writer thread may be writing the handed-off
+  // buffers at the same time: writing them again at the same offsets is harmless.
+  void signal_flush() const {
+    if (lines_fd_ < 0) return;
+    if (writing_.load()) {
+      write_region(blob_fd_, pblob_);
+      write_region(lines_fd_, plines_);
+    }
+    const uint64_t blob_end = commit_blob_.load();
+    const uint64_t lines_end = commit_lines_.load();
+    if (blob_end > blob_.file_off)
+      pwrite_all(blob_fd_, blob_.data, blob_end - blob_.file_off, blob_.file_off);
+    if (lines_end > lines_.file_off)
+      pwrite_all(lines_fd_, lines_.data, lines_end - lines_.file_off, lines_.file_off);
   }
 
  private:
-  // The sidecar first: a line never names bytes that are not in the file yet.
-  void write_out(std::string& blob, std::string& lines) {
-    if (!blob.empty()) {
-      std::fwrite(blob.data(), 1, blob.size(), blob_file_);
-      std::fflush(blob_file_);
-      blob.clear();
+  static constexpr size_t kLinesCap = size_t{1} << 20;
+  static constexpr size_t kBlobCap = size_t{4} << 20;
+
+  // A buffer bound to a file offset; it grows only at a call boundary (room()).
+  struct Region {
+    char* data = nullptr;
+    size_t len = 0;
+    size_t cap = 0;
+    uint64_t file_off = 0;  // where data[0] goes in the file
+    Region() = default;
+    Region(const Region&) = delete;
+    Region& operator=(const Region&) = delete;
+    ~Region() { std::free(data); }
+    void swap(Region& o) {
+      std::swap(data, o.data);
+      std::swap(len, o.len);
+      std::swap(cap, o.cap);
+      std::swap(file_off, o.file_off);
     }
-    if (!lines.empty()) {
-      std::fwrite(lines.data(), 1, lines.size(), file_);
-      std::fflush(file_);
-      lines.clear();
+    void grow(size_t want) {
+      if (want <= cap) return;
+      char* p = static_cast<char*>(std::malloc(want));
+      if (p == nullptr) throw std::bad_alloc();
+      if (len != 0) std::memcpy(p, data, len);
+      std::free(data);
+      data = p;
+      cap = want;
+    }
+    void append(const void* p, size_t n) {
+      std::memcpy(data + len, p, n);
+      len += n;
+    }
+    void restart() {
+      file_off += len;
+      len = 0;
+    }
+  };
+
+  static constexpr size_t kRunBlock = 32;
+  // Whether v[1..kRunBlock] each follow their predecessor by one (a loop the compiler
+  // vectorises: most inserts are long runs of consecutive slots).
+  static bool consecutive(const SlotIndex* v) {
+    uint64_t off = 0;
+    for (size_t k = 1; k <= kRunBlock; ++k)
+      off |= static_cast<uint64_t>(v[k] - v[k - 1] - 1);
+    return off == 0;
+  }
+
+  static void pwrite_all(int fd, const char* p, size_t n, uint64_t off) {
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return;  // disk full or closed: the recording stops growing
+      p += w;
+      n -= static_cast<size_t>(w);
+      off += static_cast<uint64_t>(w);
     }
   }
-  // Asynchronous: hands the buffers to the writer thread so the calling thread does not wait
-  // for the disk (it waits only if the previous hand-off is still being written).
+  static void write_region(int fd, const Region& r) {
+    if (r.len != 0) pwrite_all(fd, r.data, r.len, r.file_off);
+  }
+
+  // The end of the last complete call, as file offsets (read by signal_flush()).
+  void commit() {
+    commit_blob_.store(blob_.file_off + blob_.len);
+    commit_lines_.store(lines_.file_off + lines_.len);
+  }
+
+  // At a call boundary: makes room for a call of at most `blob_bytes` sidecar bytes (and a
+  // line of at most 256 + a few bytes), handing full buffers to the writer thread.
+  void room(size_t blob_bytes) {
+    constexpr size_t kLine = 512;
+    if (lines_.len + kLine <= lines_.cap && blob_.len + blob_bytes <= blob_.cap) return;
+    hand_off();
+    lines_.grow(kLine);
+    blob_.grow(blob_bytes);  // a key larger than the buffer: this buffer grows once
+  }
   void hand_off() {
     std::unique_lock<std::mutex> g(wmu_);
-    wcv_.wait(g, [&] { return !writing_; });
+    wcv_.wait(g, [&] { return !writing_.load(); });
     if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
-    blob_written_ += blob_.size();
-    pending_blob_.swap(blob_);
-    pending_lines_.swap(buf_);
-    writing_ = true;
+    blob_.swap(pblob_);
+    lines_.swap(plines_);
+    blob_.file_off = pblob_.file_off + pblob_.len;
+    blob_.len = 0;
+    lines_.file_off = plines_.file_off + plines_.len;
+    lines_.len = 0;
+    writing_.store(true);
     g.unlock();
     wcv_.notify_all();
   }
   void writer_loop() {
     std::unique_lock<std::mutex> g(wmu_);
     for (;;) {
-      wcv_.wait(g, [&] { return writing_ || stop_; });
-      if (writing_) {
-        std::string blob;
-        std::string lines;
-        blob.swap(pending_blob_);
-        lines.swap(pending_lines_);
+      wcv_.wait(g, [&] { return writing_.load() || stop_; });
+      if (writing_.load()) {
         g.unlock();
-        write_out(blob, lines);
+        write_region(blob_fd_, pblob_);    // the sidecar first: a line never names bytes that
+        write_region(lines_fd_, plines_);  // are not in the file yet
         g.lock();
-        pending_blob_.swap(blob);  // keep the capacity for the next hand-off
-        pending_lines_.swap(lines);
-        writing_ = false;
+        writing_.store(false);
         wcv_.notify_all();
       } else if (stop_) {
         return;
       }
     }
   }
-  size_t blob_pos() const { return blob_written_ + blob_.size(); }
+
+  void hash_into(std::span<const Token> tokens, std::vector<uint64_t>* out) const {
+    const size_t n = tokens.size() / page_;
+    out->resize(n);
+    for (size_t k = 0; k < n; ++k)
+      (*out)[k] = hash_page(tokens.data() + k * page_, page_);
+  }
+  void tok_of(int64_t call, size_t count) {
+    text(",\"tok_of\":[");
+    num(call);
+    text(",");
+    num(count);
+    text("]");
+  }
   // Appends `count` items (runs: pairs) to the sidecar and writes [offset,count] in the line.
   template <typename T>
   void blob_ref(const T* data, size_t count, size_t items_per_count = 1) {
-    const size_t items = count * items_per_count;
-    buf_ += '[';
-    num(blob_pos());
-    buf_ += ',';
+    text("[");
+    num(blob_.file_off + blob_.len);
+    text(",");
     num(count);
-    buf_ += ']';
-    const auto* bytes = reinterpret_cast<const char*>(data);
-    blob_.append(bytes, bytes + items * sizeof(T));
+    text("]");
+    blob_.append(data, count * items_per_count * sizeof(T));
   }
+  void text(const char* s) { lines_.append(s, std::strlen(s)); }
   template <typename T>
   void num(T v) {
     char tmp[24];
     auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, r.ptr);
+    lines_.append(tmp, static_cast<size_t>(r.ptr - tmp));
   }
-  template <typename T>
-  void array(std::span<const T> xs) {
-    const size_t at = buf_.size();
-    buf_.resize(at + 2 + xs.size() * 21);
-    char* p = buf_.data() + at;
-    *p++ = '[';
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (i != 0) *p++ = ',';
-      p = std::to_chars(p, p + 20, xs[i]).ptr;
-    }
-    *p++ = ']';
-    buf_.resize(static_cast<size_t>(p - buf_.data()));
-  }
+
   std::string path_;
   std::string blob_path_;
-  std::FILE* file_ = nullptr;
-  std::FILE* blob_file_ = nullptr;
-  std::string blob_;
-  size_t blob_written_ = 0;
+  size_t page_ = 1;
+  bool hash_pages_ = false;
+  int lines_fd_ = -1;
+  int blob_fd_ = -1;
+  Region lines_, blob_;    // being filled by the calling thread
+  Region plines_, pblob_;  // handed to the writer thread (while writing_)
+  std::atomic<uint64_t> commit_lines_{0};
+  std::atomic<uint64_t> commit_blob_{0};
+  std::atomic<bool> writing_{false};
   std::vector<int64_t> runs_;
+  std::vector<uint64_t> pages_;
   std::thread writer_;
   std::mutex wmu_;
   std::condition_variable wcv_;
-  std::string pending_blob_;
-  std::string pending_lines_;
-  bool writing_ = false;
   bool stop_ = false;
   int64_t last_match_ = -1;
   Namespace last_match_ns_ = 0;
   std::vector<Token> last_match_tokens_;
-  std::string buf_;
   uint64_t calls_ = 0;
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;

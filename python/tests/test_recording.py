@@ -178,3 +178,82 @@ def test_bad_call_trace_lines_name_file_line_and_field(tmp_path):
     p.write_text('{"kvsim_trace":1,"kind":"calls","page_size":1}\n{"op":"lock","of":5}\n')
     out = cli("replay", str(p))
     assert out.returncode == 2 and "bad.jsonl:2" in out.stderr and "of" in out.stderr
+
+
+SIGNAL_CHILD = """
+import os, signal, sys
+import numpy as np
+import kvsim
+P = int(sys.argv[1])
+t = kvsim.RadixTree(page_size=P, record=sys.argv[2])
+rng = np.random.default_rng(7)
+calls = 0
+for i in range(300):
+    toks = rng.integers(0, 6, size=int(rng.integers(P, 8 * P))).astype(np.int64)
+    idx, node = t.match_prefix(toks); calls += 1
+    n = len(toks) // P * P
+    t.insert(toks, np.arange(1000 * i, 1000 * i + n, dtype=np.int64)); calls += 1
+    if i % 50 == 49:
+        t.evict(20); calls += 1
+print(calls, flush=True)
+if sys.argv[3] == "term":
+    os.kill(os.getpid(), signal.SIGTERM)
+else:
+    os.abort()
+"""
+
+
+@needs_cli
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("how", ["term", "abort"])
+def test_recording_survives_sigterm_and_abort(tmp_path, page_size, how):
+    """A process killed by SIGTERM or abort() mid-session: the signal handler writes every
+    complete call (no footer: the process never closed the recording) and `kvsim replay` replays
+    them, checking each recorded outcome. With the handler off (KVSIM_RECORD_SIGNALS=0) the same
+    run leaves the calls in the buffer, unwritten."""
+    path = str(tmp_path / "sig.jsonl")
+    sig = -15 if how == "term" else -6
+    done = subprocess.run([sys.executable, "-c", SIGNAL_CHILD, str(page_size), path, how],
+                          capture_output=True, text=True)
+    assert done.returncode == sig, done.stderr
+    calls = int(done.stdout.split()[0])
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert "end" not in json.loads(lines[-1])
+    assert len(lines) - 1 == calls  # header + every call, none torn
+    out = cli("replay", path, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    j = json.loads(out.stdout)
+    assert j["matches_recording"] and j["applied"] == calls and "divergence" not in j
+
+    env = dict(os.environ, KVSIM_RECORD_SIGNALS="0")
+    off = str(tmp_path / "off.jsonl")
+    done = subprocess.run([sys.executable, "-c", SIGNAL_CHILD, str(page_size), off, how], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == sig
+    with open(off) as f:
+        assert len(f.read().splitlines()) == 1  # the header only
+
+
+@needs_cli
+def test_page_hash_recording_replays_and_a_cut_sidecar_is_named(tmp_path):
+    """page_size >= 4 records pages as hashes ("pages"), not tokens: the sidecar holds 8 bytes
+    per page the tree did not hold, replay maps hashes to synthetic pages and matches; a sidecar
+    cut short is reported with the file, line and field."""
+    alloc = FakeAllocator(400)
+    cache = KvsimRadixCache.create_simulated(mock_allocator=alloc, page_size=8, record=str(tmp_path))
+    scheduler_loop(cache, alloc, random.Random(3))
+    path = cache.core.recording_path
+    cache.core.close_recording()
+    with open(path) as f:
+        lines = [json.loads(x) for x in f.read().splitlines()]
+    assert lines[0]["slots_hash"] == 2
+    keyed = [c for c in lines[1:-1] if c.get("op") in ("match", "insert")]
+    assert keyed and all("tok" not in c for c in keyed) and any("pages" in c for c in keyed)
+    out = cli("replay", path, "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["matches_recording"], out.stdout + out.stderr
+    last = max((c["pages"][0], i) for i, c in enumerate(lines) if c.get("pages", [0, 0])[1] > 0)
+    os.truncate(path + ".bin", last[0])
+    out = cli("replay", path)
+    assert out.returncode == 2 and f"{os.path.basename(path)}:{last[1] + 1}" in out.stderr
+    assert "pages" in out.stderr and "sidecar" in out.stderr

@@ -44,7 +44,8 @@ TEST(Scenario, EveryNamedScenarioLoads) {
 
 TEST(Scenario, ErrorsNameTheField) {
   EXPECT_EQ(error_of(R"({"cache": {}})"), "s.json: field name: missing");
-  EXPECT_EQ(error_of(R"({"name": "x", "cahce": {}})"), "s.json: field cahce: unknown field");
+  EXPECT_EQ(error_of(R"({"name": "x", "cahce": {}})"),
+            "s.json: field cahce: unknown field (did you mean cache?)");
   EXPECT_EQ(error_of(R"({"name": "x", "cache": {"page_size": 0}})"),
             "s.json: field cache.page_size: 0 is out of range [1, 65536]");
   EXPECT_EQ(error_of(R"({"name": "x", "cache": {"item_bytes": 12}})"),

@@ -336,6 +336,7 @@ class EndlessLoop final : public ExecutorObserver {
   }
   void after_op(size_t, const Op&, const OpOutcome&) override {}
   void on_fault(std::string_view) override {}
+  void on_executor_gone() override {}
 };
 
 TEST(Hunt, AUnitPastItsAllowanceIsAHangFailureNotDropped) {

@@ -11,6 +11,7 @@
 
 #include "tools/kvsim/cmd_hunt.h"
 #include "tools/kvsim/cmd_import_sglang.h"
+#include "tools/kvsim/cmd_schema.h"
 #include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
 #include "tools/kvsim/probe_report.h"
@@ -190,6 +191,13 @@ int main(int argc, char** argv) {
   probes_cmd->add_flag("--markdown", probes_opts.markdown, "Print docs/probes.md");
   probes_cmd->add_flag("--json", probes_opts.json, "Print the list as JSON");
 
+  SchemaCommand schema_opts;
+  CLI::App* schema_cmd = app.add_subcommand(
+      "schema",
+      "Print the scenario format as a JSON Schema (draft 2020-12) for editors; --markdown: "
+      "docs/scenario-reference.md. Both come from the parser's field table");
+  schema_cmd->add_flag("--markdown", schema_opts.markdown, "Print docs/scenario-reference.md");
+
   HuntCommand hunt;
   CLI::App* hunt_cmd = app.add_subcommand(
       "hunt",
@@ -281,5 +289,6 @@ int main(int argc, char** argv) {
   if (shrink_cmd->parsed()) return run_guarded(shrink_command, shrink);
   if (imp_cmd->parsed()) return run_guarded(import_mooncake_command, imp);
   if (probes_cmd->parsed()) return run_guarded(probes_command, probes_opts);
+  if (schema_cmd->parsed()) return run_guarded(schema_command, schema_opts);
   return kExitInput;
 }

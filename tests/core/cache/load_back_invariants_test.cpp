@@ -1,0 +1,164 @@
+// Invariants from the mutation survivors of issue 11: load_back.window_whole,
+// evict.over_eviction and transfers.index_buffers_returned. Each test shows the check firing
+// on a planted fault and staying quiet on the clean path.
+#include <gtest/gtest.h>
+
+#include "core/common/assert.h"
+#include "tests/support/cache_fixture.h"
+#include "tests/support/hybrid_fixture.h"
+
+namespace kvsim::testing {
+namespace {
+
+constexpr ComponentType kSwa = ComponentType::kSwa;
+
+bool reports(const HiCache& cache, const std::string& invariant) {
+  SanityReport report;
+  cache.sanity_check(report);
+  return report.has(invariant);
+}
+
+// SWA only (no Mamba), window 12 = three 4-token nodes.
+HiCacheOptions swa_options() {
+  HiCacheOptions o = HybridFixture::hybrid_options();
+  o.swa_window_tokens = 12;
+  o.mamba_device_states = 0;
+  return o;
+}
+
+struct SwaFixture : HybridFixture {
+  SwaFixture() : HybridFixture(swa_options()) {}
+  void TestBody() override {}
+};
+
+// A (device SWA) → X (SWA tombstone, host copy) → B (evicted, host copy). B's window is B, X
+// and A. The load-back must load X and B and keep A's SWA while it makes room in the SWA pool:
+// A is not covered by the ancestor lock (X, the device anchor, has no SWA to lock from).
+struct WindowState {
+  TreeNode* a;
+  TreeNode* x;
+  TreeNode* b;
+  IndexVector hog{Tier::kDevice, {}};
+};
+
+WindowState build_window_state(SwaFixture& f) {
+  const std::vector<Token> axb = tokens_from(100, 12);
+  f.serve(1, tokens_from(100, 4));
+  f.serve(1, tokens_from(100, 8));
+  f.serve(1, axb);
+  f.cache_->flush();  // write-through: every node backed up with its SWA
+  WindowState s;
+  s.b = f.cache_->match_prefix(1, axb).last_device_node;
+  s.x = s.b->parent;
+  s.a = s.x->parent;
+  EXPECT_TRUE(s.x->has_host(kSwa) && s.b->has_host(kSwa) && s.a->parent->is_root());
+  // Tombstone X's SWA (its full KV stays), then evict the leaf B.
+  f.cache_->side_pool(kSwa)->device_slots().free(f.cache_->tree().take_aux_value(*s.x, kSwa));
+  f.cache_->evict(4);
+  EXPECT_TRUE(s.b->evicted());
+  EXPECT_FALSE(s.x->evicted());
+  // Requests hold all but 4 free SWA slots: loading X and B (8) needs exactly A's 4.
+  const int64_t free_swa = f.cache_->side_pool(kSwa)->device_slots().available_size();
+  s.hog = *f.cache_->alloc_swa(free_swa - 4);
+  return s;
+}
+
+TEST(LoadBackWindowWhole, MakingRoomNeverTakesTheWindowValuesAlreadyOnDevice) {
+  SwaFixture f;
+  WindowState s = build_window_state(f);
+  MatchResult m = f.cache_->match_prefix(1, tokens_from(100, 12));
+  ASSERT_EQ(m.best_match_node, s.b);
+  // A's SWA is the only evictable SWA value and it is in the window: the load must decline
+  // (not take it). A core that does not pin it loads a window with a hole, and the
+  // load_back.window_whole assertion in init_load_back fires.
+  LoadBackResult lb = f.cache_->init_load_back(*m.best_match_node);
+  EXPECT_FALSE(lb.loaded);
+  EXPECT_TRUE(s.a->has_device(kSwa));
+  EXPECT_EQ(f.cache_->check_load_back_window(*s.x),
+            "node " + std::to_string(s.x->id) + " of the SWA window ending at node " +
+                std::to_string(s.x->id) + " has no device SWA value");
+  // With the room there, the load brings X and B back and the window is whole.
+  f.cache_->free_swa(s.hog);
+  lb = f.cache_->init_load_back(*f.cache_->match_prefix(1, tokens_from(100, 12)).best_match_node);
+  ASSERT_TRUE(lb.loaded);
+  EXPECT_EQ(lb.swa_loaded_tokens, 8);
+  EXPECT_EQ(f.cache_->check_load_back_window(*s.b), "");
+  f.cache_->ready_to_load_host_cache();
+  f.cache_->flush();
+  f.expect_sane();
+}
+
+TEST(LoadBackWindowWhole, CheckNamesTheFirstHoleInTheWindow) {
+  SwaFixture f;
+  const std::vector<Token> axb = tokens_from(100, 12);
+  f.serve(1, tokens_from(100, 4));
+  f.serve(1, tokens_from(100, 8));
+  f.serve(1, axb);
+  f.cache_->flush();
+  TreeNode* b = f.cache_->match_prefix(1, axb).last_device_node;
+  TreeNode* a = b->parent->parent;
+  EXPECT_EQ(f.cache_->check_load_back_window(*b), "");
+  f.cache_->side_pool(kSwa)->device_slots().free(f.cache_->tree().take_aux_value(*a, kSwa));
+  EXPECT_EQ(f.cache_->check_load_back_window(*b),
+            "node " + std::to_string(a->id) + " of the SWA window ending at node " +
+                std::to_string(b->id) + " has no device SWA value");
+}
+
+TEST(OverEviction, AllocationsUnderPressureEvictOnlyTheShortfall) {
+  SwaFixture f;
+  for (int i = 0; i < 12; ++i)
+    f.serve(1, tokens_from(1000 + 100 * i, 8));
+  f.cache_->flush();
+  // Fill both pools so each allocation below must evict.
+  const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
+  IndexVector swa_hog = *f.cache_->alloc_swa(swa_free);
+  IndexVector dev_hog = *f.cache_->alloc_device(f.cache_->available_device_size());
+  const int64_t evicted_before = f.cache_->stats().evicted_device_tokens;
+  IndexVector more = *f.cache_->alloc_device(4);
+  IndexVector swa_more = *f.cache_->alloc_swa(12);  // spans several 8-token victims
+  EXPECT_GT(f.cache_->stats().evicted_device_tokens, evicted_before);
+  EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 0);
+  EXPECT_FALSE(reports(*f.cache_, "evict.over_eviction"));
+  for (const IndexVector& v : {swa_hog, swa_more})
+    f.cache_->free_swa(v);
+  for (const IndexVector& v : {dev_hog, more})
+    f.cache_->free_device(v);
+}
+
+TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
+  SwaFixture f;
+  for (int i = 0; i < 6; ++i)
+    f.serve(1, tokens_from(1000 + 100 * i, 8));
+  f.cache_->flush();
+  // A planted allocator: it needs 4 more SWA slots but asks the eviction for 24.
+  const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
+  IndexVector hog = *f.cache_->alloc_swa(swa_free);
+  ASSERT_EQ(f.cache_->evict_swa(24), 24);
+  f.cache_->note_eviction(4, f.cache_->side_pool(kSwa)->device_slots().available_size());
+  EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 20);
+  EXPECT_TRUE(reports(*f.cache_, "evict.over_eviction"));
+  f.cache_->free_swa(hog);
+}
+
+TEST(IndexBuffersReturned, AnIndexBufferNeverReleasedIsReported) {
+  SwaFixture f;
+  f.serve(1, tokens_from(100, 8));
+  f.cache_->flush();
+  EXPECT_EQ(f.cache_->controller().live_index_buffers(), 0);
+  EXPECT_FALSE(reports(*f.cache_, "transfers.index_buffers_returned"));
+  // A planted transfer that uploads its indices and never gives them back.
+  IndexVector host = *f.cache_->host_slots().alloc(4);
+  IndexVector dev = *f.cache_->device_slots().alloc(4);
+  ResolvedIndices r = f.cache_->controller().move_indices(host, dev);
+  EXPECT_EQ(f.cache_->controller().live_index_buffers(), 2);
+  EXPECT_TRUE(reports(*f.cache_, "transfers.index_buffers_returned"));
+  f.cache_->controller().release_after(r, f.cache_->controller().load_stream());
+  EXPECT_EQ(f.cache_->controller().live_index_buffers(), 0);
+  f.cache_->host_slots().free(host);
+  f.cache_->device_slots().free(dev);
+  f.cache_->flush();
+  EXPECT_FALSE(reports(*f.cache_, "transfers.index_buffers_returned"));
+}
+
+}  // namespace
+}  // namespace kvsim::testing
