@@ -36,7 +36,7 @@ class OwnershipMap {
     // cache and TLB miss, so ask for the reads a few pages ahead early.
     constexpr size_t kAhead = 8;
     for (size_t i = 0; i < v.size(); i += step) {
-      if (i + kAhead * step < v.size()) __builtin_prefetch(&v.slots()[i + kAhead * step]);
+      if (i + kAhead * step < v.size()) __builtin_prefetch(v.address_of(i + kAhead * step));
       const SlotIndex s = v[i];
       const bool aligned = shift_ >= 0 ? (s & (page_ - 1)) == 0 : s % page_ == 0;
       const SlotIndex page = shift_ >= 0 ? s >> shift_ : s / page_;

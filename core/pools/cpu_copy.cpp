@@ -38,7 +38,8 @@ void check_slots(const RetractedRequestSlots& slots, const CpuCopyPools& pools) 
   KV_ASSERT(tokens.residency() == Residency::kHost,
             "residency: cpu copy of device-resident token indices");
   KV_ASSERT(tokens.tier() == Tier::kDevice, "cpu copy of host-tier token slots");
-  for (SlotIndex s : tokens.slots()) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const SlotIndex s = tokens[i];
     KV_ASSERT(s >= 0 && s < pools.kv.slot_count(),
               "cpu copy token slot " + std::to_string(s) + " outside the KV pool");
   }
@@ -65,7 +66,7 @@ std::vector<PoolPlan> plan_pools(const RetractedRequestSlots& slots, const CpuCo
   std::vector<PoolPlan> plans;
   plans.push_back({.pool = CpuCopyPool::kKV,
                    .view = pools.kv.view(),
-                   .items = slots.token_slots.slots(),
+                   .items = slots.token_slots.to_vector(),
                    .chunk_items = chunk_tokens});
   if (pools.sparse_index != nullptr) {
     const SparseIndexBuffer& sparse = *pools.sparse_index;

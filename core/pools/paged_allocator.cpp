@@ -23,8 +23,8 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
                 " tokens: not a non-negative multiple of page size " + std::to_string(page_size_));
   const int64_t pages = tokens / page_size_;
   if (pages > static_cast<int64_t>(free_pages_.size())) return std::nullopt;
-  std::vector<SlotIndex> slots(static_cast<size_t>(tokens));
-  SlotIndex* out = slots.data();
+  // One entry per page (its first slot): the vector stands for the page's page_size slots.
+  std::vector<SlotIndex> firsts(static_cast<size_t>(pages));
   for (int64_t i = 0; i < pages; ++i) {
     const int64_t page = free_pages_.back();
     free_pages_.pop_back();
@@ -32,11 +32,9 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
     KV_ASSERT(state_[static_cast<size_t>(page)] == kFree,
               "double alloc: page " + std::to_string(page) + " is free-listed but allocated");
     state_[static_cast<size_t>(page)] = kAllocated;
-    const SlotIndex first = page * page_size_;
-    for (int32_t t = 0; t < page_size_; ++t)
-      *out++ = first + t;
+    firsts[static_cast<size_t>(i)] = page * page_size_;
   }
-  return IndexVector(tier_, std::move(slots));
+  return IndexVector::pages(tier_, page_size_, std::move(firsts));
 }
 
 bool PagedSlotAllocator::claim_page_for_free(const IndexVector& slots, size_t i) {
@@ -44,11 +42,12 @@ bool PagedSlotAllocator::claim_page_for_free(const IndexVector& slots, size_t i)
   if (first < page_size_ || first % page_size_ != 0) return false;
   const int64_t page = first / page_size_;
   if (page > page_count_) return false;
-  const SlotIndex* run = slots.span().data() + i;
-  bool contiguous = true;
-  for (int32_t t = 1; t < page_size_; ++t)
-    contiguous &= run[t] == first + t;
-  if (!contiguous) return false;
+  // A page-granular vector of this page size holds whole pages by construction.
+  if (slots.stride() != page_size_) {
+    for (int32_t t = 1; t < page_size_; ++t) {
+      if (slots[i + static_cast<size_t>(t)] != first + t) return false;
+    }
+  }
   uint8_t& state = state_[static_cast<size_t>(page)];
   if (state != kAllocated) return false;
   state = kFreeing;

@@ -2,7 +2,8 @@
 //
 // Pages are numbered 1..page_count; page 0 (slots [0, page_size)) is reserved as the padding
 // page and never handed out, so the pool it indexes has (page_count + 1) * page_size slots.
-// alloc() returns page-expanded token indices; freed pages go to the front of the free list,
+// alloc() returns page-granular indices (one first slot per page, IndexVector::pages); freed
+// pages go to the front of the free list,
 // so the most recently freed page is reused first (SGLang's LIFO). alloc and free are O(1) per
 // page: a free stack plus one state byte per page.
 //

@@ -81,8 +81,8 @@ ResolvedIndices CacheController::move_indices(const IndexVector& src, const Inde
             "move_indices takes host-resident indices");
   // New objects: the tree's vectors stay host-resident whatever happens to these (seed 001).
   return ResolvedIndices{
-      IndexVector::on_device(src.tier(), src.slots(), upload_indices(src, "src indices")),
-      IndexVector::on_device(dst.tier(), dst.slots(), upload_indices(dst, "dst indices"))};
+      IndexVector::on_device(src.tier(), src.to_vector(), upload_indices(src, "src indices")),
+      IndexVector::on_device(dst.tier(), dst.to_vector(), upload_indices(dst, "dst indices"))};
 }
 
 void CacheController::release_after(const ResolvedIndices& indices, StreamId stream) {

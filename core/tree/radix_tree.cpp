@@ -57,6 +57,38 @@ ChildKey RadixTree::child_key(Namespace ns, std::span<const Token> tokens) const
   return ChildKey{ns, tokens.first(page)};  // a view: no copy
 }
 
+TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns,
+                                std::span<const Token> rest) const {
+  const ChildKey key = child_key(ns, rest);
+  if (node.child_index) {
+    return node.child_index->find(ChildIndex::hash(ns, key.page), [&](const TreeNode* c) {
+      return c->ns == ns &&
+             std::memcmp(c->key.data(), key.page.data(), key.page.size() * sizeof(Token)) == 0;
+    });
+  }
+  auto it = node.children.find(key);
+  return it == node.children.end() ? nullptr : it->second.get();
+}
+
+void RadixTree::index_child(TreeNode& node, TreeNode* child) {
+  if (!node.child_index) {
+    if (node.children.size() < ChildIndex::kMinChildren) return;
+    node.child_index = std::make_unique<ChildIndex>();
+    for (const auto& [key, c] : node.children)
+      node.child_index->insert(ChildIndex::hash(key.ns, key.page), c.get());
+    return;
+  }
+  node.child_index->insert(ChildIndex::hash(child->ns, child_key(child->ns, child->key).page),
+                           child);
+}
+
+void RadixTree::unindex_child(TreeNode& node, const TreeNode* child) {
+  if (!node.child_index) return;
+  const bool erased = node.child_index->erase(
+      ChildIndex::hash(child->ns, child_key(child->ns, child->key).page), child);
+  KV_ASSERT(erased, "child index lacks child " + std::to_string(child->id));
+}
+
 size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const Token> tokens) const {
   const size_t limit = std::min(key.size(), tokens.size());
   // Whole chunks by memcmp, then token by token inside the first differing chunk.
@@ -90,6 +122,7 @@ TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, std::vector<Token>
   // The map's key is a view into the child's own key.
   auto [it, inserted] = parent->children.emplace(child_key(ns, raw->key), std::move(node));
   KV_ASSERT(inserted, "child key already present");
+  index_child(*parent, raw);
   nodes_[raw->id] = raw;
   return raw;
 }
@@ -102,6 +135,7 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   // Take node's entry out of the parent's map before its key (which the entry views) changes.
   auto entry = parent->children.extract(child_key(node.ns, node.key));
   KV_ASSERT(!entry.empty() && entry.mapped().get() == &node, "split of a node its parent lacks");
+  unindex_child(*parent, &node);
 
   auto prefix = std::make_unique<TreeNode>();
   prefix->id = next_id_++;
@@ -129,6 +163,7 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   entry.key() = child_key(raw->ns, raw->key);
   entry.mapped() = std::move(prefix);
   parent->children.insert(std::move(entry));
+  index_child(*parent, raw);
   suffix->parent = raw;
   raw->device_children = suffix->evicted() ? 0 : 1;
   raw->children.emplace(child_key(raw->ns, suffix->key), std::move(suffix));
@@ -140,9 +175,8 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
 
 TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token> rest,
                              size_t* matched, bool touch_child) {
-  auto it = node.children.find(child_key(ns, rest));
-  if (it == node.children.end()) return nullptr;
-  TreeNode* child = it->second.get();
+  TreeNode* child = find_child(node, ns, rest);
+  if (child == nullptr) return nullptr;
   // The back half of a split keeps this stamp (SGLang parity, docs/sglang-parity.md).
   if (touch_child) touch(*child);
   *matched = common_prefix(child->key, rest);
@@ -203,14 +237,30 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
   }
   for (size_t i = 0; i < device_depth; ++i)
     device_tokens += path[i]->key.size();
-  std::vector<SlotIndex> slots;
-  slots.reserve(device_tokens);
+  // Page-granular values (what the allocator hands out) concatenate one entry per page; a
+  // path with any other stride falls back to one slot per token.
+  int32_t stride = device_depth > 0 ? path[0]->full().value->stride() : 1;
   for (size_t i = 0; i < device_depth; ++i) {
     KV_ASSERT(!path[i]->evicted(), "device match through an evicted node");
-    const std::span<const SlotIndex> v = path[i]->full().value->span();
-    slots.insert(slots.end(), v.begin(), v.end());
+    if (path[i]->full().value->stride() != stride) stride = 1;
   }
-  result.device_indices = IndexVector(Tier::kDevice, std::move(slots));
+  std::vector<SlotIndex> entries;
+  if (stride > 1) {
+    entries.reserve(device_tokens / static_cast<size_t>(stride));
+    for (size_t i = 0; i < device_depth; ++i) {
+      const std::span<const SlotIndex> v = path[i]->full().value->entries();
+      entries.insert(entries.end(), v.begin(), v.end());
+    }
+    result.device_indices = IndexVector::pages(Tier::kDevice, stride, std::move(entries));
+  } else {
+    entries.reserve(device_tokens);
+    for (size_t i = 0; i < device_depth; ++i) {
+      const IndexVector& v = *path[i]->full().value;
+      for (size_t t = 0; t < v.size(); ++t)
+        entries.push_back(v[t]);
+    }
+    result.device_indices = IndexVector(Tier::kDevice, std::move(entries));
+  }
   for (size_t i = device_depth; i < best_depth; ++i) {
     result.host_hit_length += path[i]->token_count();
   }
@@ -232,10 +282,11 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
     if (!aux.swa || node.has_device(ComponentType::kSwa) || node.evicted() || pos < aux.owned_from)
       return;
     IndexVector slots = aux.swa->slice(pos, pos + n);
-    for (SlotIndex s : slots.slots()) {
-      if (s == 0) return;  // the request dropped part of this node's window
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] == 0) return;  // the request dropped part of this node's window
     }
-    result.swa_adopted.insert(result.swa_adopted.end(), slots.slots().begin(), slots.slots().end());
+    for (size_t i = 0; i < slots.size(); ++i)
+      result.swa_adopted.push_back(slots[i]);
     set_aux_value(node, ComponentType::kSwa, std::move(slots));
   };
   TreeNode* node = root_.get();
@@ -510,6 +561,7 @@ void RadixTree::detach(TreeNode& node) {
   }
   TreeNode* parent = node.parent;
   nodes_.erase(node.id);
+  unindex_child(*parent, &node);
   const size_t erased = parent->children.erase(child_key(node.ns, node.key));
   KV_ASSERT(erased == 1, "parent does not have child key");
   refresh_leaf(*parent);
@@ -552,6 +604,15 @@ void RadixTree::check_shape(SanityReport& report) const {
       if (child->key.size() < page || key != child_key(child->ns, child->key)) {
         report.add("tree.shape", "child stored under the wrong key", child->id);
       }
+    }
+    if (n.child_index) {
+      bool indexed = n.child_index->size() == n.children.size();
+      for (const auto& [key, child] : n.children) {
+        const TreeNode* c = child.get();
+        indexed = indexed && n.child_index->find(ChildIndex::hash(key.ns, key.page),
+                                                 [&](const TreeNode* x) { return x == c; }) == c;
+      }
+      if (!indexed) report.add("tree.shape", "child index differs from the children", n.id);
     }
     int32_t on_device = 0;
     for (const auto& [key, child] : n.children)

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/common/sanity.h"
@@ -154,6 +155,11 @@ class RadixTree {
   TreeNode* descend(TreeNode& node, Namespace ns, std::span<const Token> rest, size_t* matched,
                     bool touch_child);
   ChildKey child_key(Namespace ns, std::span<const Token> tokens) const;
+  // The child of `node` whose key starts with rest's first page in namespace ns, or nullptr.
+  TreeNode* find_child(const TreeNode& node, Namespace ns, std::span<const Token> rest) const;
+  // Keep node.child_index in step with node.children (call after adding / before removing).
+  void index_child(TreeNode& node, TreeNode* child);
+  void unindex_child(TreeNode& node, const TreeNode* child);
   size_t common_prefix(std::span<const Token> key, std::span<const Token> tokens) const;
   void refresh_leaf(TreeNode& node);
   void refresh_leaf_and_parent(TreeNode& node);
@@ -171,7 +177,7 @@ class RadixTree {
   RadixTreeOptions options_;
   std::unique_ptr<TreeNode> root_;
   std::vector<std::unique_ptr<TreeComponent>> components_;
-  std::map<NodeId, TreeNode*> nodes_;  // every live node, root included
+  std::unordered_map<NodeId, TreeNode*> nodes_;  // every live node, root included (lookups only)
   LeafOrder device_leaves_{&TreeNode::device_link, &TreeNode::device_leaf_key};
   LeafOrder host_leaves_{&TreeNode::host_link, &TreeNode::host_leaf_key};
   std::vector<TreeNode*> match_path_;  // match_prefix's scratch (no allocation per call)

@@ -7,6 +7,7 @@
 //  2. hash_value, when present, has key.size() / page_size digests;
 //  3. children are keyed by ChildKey{ns, first page of the child's key}, a view into that
 //     key; child->parent == this; device_children counts the children with a device value;
+//     child_index, when present, indexes exactly the children;
 //  4. full lock_ref >= 0, host_lock_ref >= 0; full lock_ref > 0 implies a device value.
 // The root has an empty key, empty device and host values (so it is neither evicted nor
 // missing a backup) and a permanent lock_ref of 1.
@@ -24,6 +25,7 @@
 
 #include "core/common/types.h"
 #include "core/pools/index_vector.h"
+#include "core/tree/child_index.h"
 
 namespace kvsim {
 
@@ -94,6 +96,9 @@ struct TreeNode {
   Namespace ns = 0;
   std::vector<Token> key;
   std::map<ChildKey, std::unique_ptr<TreeNode>, ChildKeyLess> children;
+  // Hash index over `children` for lookups, kept by RadixTree once the node has
+  // ChildIndex::kMinChildren children (null below that); children stays the owner.
+  std::unique_ptr<ChildIndex> child_index;
   // Children holding a full device value (is_device_leaf in O(1)); kept by RadixTree.
   int32_t device_children = 0;
   std::array<ComponentData, kComponentTypesMax> data;
