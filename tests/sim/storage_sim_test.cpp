@@ -129,7 +129,7 @@ TEST(StorageField, ErrorsNameTheField) {
   EXPECT_EQ(error_of(R"({"storage": {"capacity_bytes": -1}})").substr(0, 51),
             "s.json: field cache.storage.capacity_bytes: -1 is o");
   EXPECT_EQ(error_of(R"({"storage": {"bakend": "file"}})"),
-            "s.json: field cache.storage.bakend: unknown field");
+            "s.json: field cache.storage.bakend: unknown field (did you mean backend?)");
   EXPECT_EQ(error_of(R"({"storage": 3})"),
             "s.json: field cache.storage: expected true or false, got number");
 }

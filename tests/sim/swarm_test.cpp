@@ -237,7 +237,9 @@ TEST(Workload, RecipePrefixIsThePrefixOfTheExpansion) {
     EXPECT_EQ(recipe_length(cut), n);
     EXPECT_EQ(expand_recipe(cut).vec(), std::vector<Token>(all.begin(), all.begin() + n)) << n;
     // What a trace holds of it reads back (the Mooncake ids match the cut length).
-    if (n > 0) EXPECT_EQ(recipe_from_json(recipe_json(cut), "x", "segments"), cut) << n;
+    if (n > 0) {
+      EXPECT_EQ(recipe_from_json(recipe_json(cut), "x", "segments"), cut) << n;
+    }
   }
 }
 
