@@ -50,7 +50,10 @@ class HiCacheSubject final : public KitSubject {
   int64_t evict_host(int64_t tokens) override { return cache_.evict_host(tokens); }
   bool load_back(TreeNode& best_match_node) override {
     const LoadBackResult lb = cache_.init_load_back(best_match_node);
-    if (lb.loaded) cache_.ready_to_load_host_cache();
+    // The scheduler's protocol: the compute stream waits for the load before the next forward
+    // (or Mamba copy-on-write) reads what it brings; the CPU backend reports a read that is not
+    // ordered after its load (stream_ordering).
+    if (lb.loaded) cache_.wait_for_load(cache_.ready_to_load_host_cache());
     return lb.loaded;
   }
   void settle() override { cache_.flush(); }
