@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "sim/runner.h"
 #include "sim/scenario.h"
@@ -46,8 +47,10 @@ class Shrinker {
       const Scenario config_before = base_.scenario;
       shrink_pools(ops);  // first: with more requests left, smaller pools still fail
       drop_requests(ops);
+      drop_kinds(ops);
       ddmin(ops);
-      drop_pairs(ops);
+      drop_windows(ops, 2);
+      drop_windows(ops, 3);
       merge_adjacent(ops);
       simplify(ops);
       changed = size_of(ops) < before || to_json(base_.scenario) != to_json(config_before);
@@ -125,15 +128,34 @@ class Shrinker {
     }
   }
 
-  // Two adjacent ops that only go together (an inject op and the op it arms, an arrival and
-  // its admission, a step and the poll that consumes its ack): ddmin's single-op removals
-  // cannot take out either one alone. Last pairs first.
-  void drop_pairs(std::vector<Op>& ops) {
-    for (size_t i = ops.size(); i-- > 1 && budget_left();) {
-      if (i >= ops.size()) continue;
-      std::vector<Op> candidate(ops.begin(), ops.begin() + static_cast<ptrdiff_t>(i - 1));
-      candidate.insert(candidate.end(), ops.begin() + static_cast<ptrdiff_t>(i + 1), ops.end());
+  // Two or three adjacent ops that only go together (an inject op and the op it arms, an
+  // arrival and its admission, a step and the poll that consumes its ack, a storage step with
+  // its poll and tick): ddmin's removals, aligned to its chunks, miss most such windows. Every
+  // window position, last first.
+  void drop_windows(std::vector<Op>& ops, size_t width) {
+    for (size_t end = ops.size(); end >= width && budget_left(); --end) {
+      if (end > ops.size()) continue;
+      const size_t begin = end - width;
+      std::vector<Op> candidate(ops.begin(), ops.begin() + static_cast<ptrdiff_t>(begin));
+      candidate.insert(candidate.end(), ops.begin() + static_cast<ptrdiff_t>(end), ops.end());
       if (fails(candidate)) ops = std::move(candidate);
+    }
+  }
+
+  // Every op of one kind at once (all ticks, all polls, all storage steps of one worker): a
+  // failure that needs none of them loses them in one replay instead of one each.
+  void drop_kinds(std::vector<Op>& ops) {
+    std::set<std::pair<OpKind, uint32_t>> kinds;
+    for (const Op& op : ops) {
+      if (op.kind != OpKind::kArrive) kinds.insert({op.kind, op.target});
+    }
+    for (const auto& [kind, target] : kinds) {
+      if (!budget_left()) return;
+      std::vector<Op> candidate;
+      for (const Op& op : ops) {
+        if (op.kind != kind || op.target != target) candidate.push_back(op);
+      }
+      if (candidate.size() < ops.size() && fails(candidate)) ops = std::move(candidate);
     }
   }
 
