@@ -121,7 +121,10 @@ done
 kvsim="$build/tools/kvsim"
 if [ -z "${HUNT_CMD:-}" ]; then
   if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
-    HUNT_CMD='{kvsim} hunt --time-budget {budget} --scenarios {scenarios} --trace-dir {traces}'
+    # --no-shrink: the score needs the first failure, not a small trace; shrinking a long
+    # (e.g. liveness) trace on a mutant can outlast the 2 x budget + 30 s limit, which read as
+    # "killed (hang)" with no output although the hunt had found the failure in seconds.
+    HUNT_CMD='{kvsim} hunt --time-budget {budget} --no-shrink --scenarios {scenarios} --trace-dir {traces}'
   else
     HUNT_CMD="$root/tools/mutate/standin_hunt.sh {kvsim} {budget} {scenarios} {traces}"
   fi
