@@ -17,14 +17,15 @@ std::string_view source_relative(const char* file) {
   constexpr std::string_view root = KVSIM_SOURCE_DIR "/";
   if (path.starts_with(root)) return path.substr(root.size());
 #endif
-  while (path.starts_with("./") || path.starts_with("../")) path.remove_prefix(path.find('/') + 1);
+  while (path.starts_with("./") || path.starts_with("../"))
+    path.remove_prefix(path.find('/') + 1);
   return path;
 }
 
 void default_assert_handler(const char* expr, const char* file, int line, const std::string& msg) {
   const std::string_view path = source_relative(file);
-  std::fprintf(stderr, "kvsim: assertion failed at %.*s:%d: %s: %s\n", static_cast<int>(path.size()),
-               path.data(), line, expr, msg.c_str());
+  std::fprintf(stderr, "kvsim: assertion failed at %.*s:%d: %s: %s\n",
+               static_cast<int>(path.size()), path.data(), line, expr, msg.c_str());
   std::fflush(stderr);
   std::abort();
 }

@@ -11,17 +11,20 @@ namespace kvsim::sim {
 namespace {
 
 TEST(CallTraceFailureKey, IgnoresTheDirectoryAndNumbers) {
-  const std::string here = "core/tree/full_component.cpp:44: node != nullptr: locked node 31 vanished";
-  EXPECT_EQ(failure_key(here),
-            failure_key("/ci/checkout/core/tree/full_component.cpp:42: node != nullptr: locked node "
-                        "7 vanished"));
+  const std::string here =
+      "core/tree/full_component.cpp:44: node != nullptr: locked node 31 vanished";
+  EXPECT_EQ(
+      failure_key(here),
+      failure_key("/ci/checkout/core/tree/full_component.cpp:42: node != nullptr: locked node "
+                  "7 vanished"));
   EXPECT_EQ(failure_key(here),
             failure_key("../../core/tree/full_component.cpp:44: node != nullptr: locked node 1 "
                         "vanished"));
 }
 
 TEST(CallTraceFailureKey, TellsOtherAssertionsApart) {
-  const std::string here = "core/tree/full_component.cpp:44: node != nullptr: locked node 31 vanished";
+  const std::string here =
+      "core/tree/full_component.cpp:44: node != nullptr: locked node 31 vanished";
   EXPECT_NE(failure_key(here), failure_key("core/tree/swa_component.cpp:44: node != nullptr: "
                                            "locked node 31 vanished"));
   EXPECT_NE(failure_key(here), failure_key("core/tree/full_component.cpp:44: lock >= 0: negative"));
@@ -30,7 +33,8 @@ TEST(CallTraceFailureKey, TellsOtherAssertionsApart) {
 }
 
 TEST(CallTraceReplay, RecordingFromAnotherBuildLayoutStillMatches) {
-  const std::string path = std::string(KVSIM_SOURCE_DIR) + "/tests/data/calls/crash.min.calls.jsonl";
+  const std::string path =
+      std::string(KVSIM_SOURCE_DIR) + "/tests/data/calls/crash.min.calls.jsonl";
   CallTrace trace = read_call_trace(path);
   ASSERT_TRUE(trace.end && trace.end->violation);
   trace.end->violation->second = "/elsewhere/" + trace.end->violation->second;
