@@ -83,14 +83,20 @@ std::string trace_path(const HuntOptions& o, const std::string& source, uint64_t
       .string();
 }
 
-UnitResult run_unit(const HuntOptions& options, uint64_t index) {
-  const HuntUnit h = hunt_unit(options, index);
+// A unit's result before it runs: which unit, and where its configuration came from.
+UnitResult unit_identity(const HuntUnit& h) {
   UnitResult u;
-  u.unit = index;
+  u.unit = h.index;
   u.swarm = h.swarm;
   u.source = h.scenario.name;
   u.seed = h.seed;
   if (h.swarm) u.features = features(h.scenario);
+  return u;
+}
+
+UnitResult run_unit(const HuntOptions& options, uint64_t index) {
+  const HuntUnit h = hunt_unit(options, index);
+  UnitResult u = unit_identity(h);
   std::vector<Op> ops;
   probes::reset();  // the unit's own hits (thread-local counters; one unit at a time here)
   const RunResult r = run_scenario(
@@ -236,12 +242,7 @@ void write_line(int fd, const std::string& line) {
 UnitResult lost_unit_result(const HuntOptions& o, uint64_t index, const std::string& invariant,
                             const std::string& detail, const char* suffix) {
   const HuntUnit h = hunt_unit(o, index);
-  UnitResult u;
-  u.unit = index;
-  u.swarm = h.swarm;
-  u.source = h.scenario.name;
-  u.seed = h.seed;
-  if (h.swarm) u.features = features(h.scenario);
+  UnitResult u = unit_identity(h);
   u.violation = SimViolation{invariant, detail, 0};
   u.hang_scenario = trace_path(o, u.source, h.seed, suffix);
   std::ofstream f(u.hang_scenario);
