@@ -131,6 +131,26 @@ if [ -z "${HUNT_CMD:-}" ]; then
 fi
 echo "mutation score: hunt = $HUNT_CMD"
 
+# The baseline: the same hunt on the unmutated core must find nothing, or every mutant that
+# survives until the original's own failure would be counted as killed.
+baseline_traces="$out/traces-original"
+mkdir -p "$baseline_traces"
+cmd=${HUNT_CMD//\{kvsim\}/$kvsim}
+cmd=${cmd//\{budget\}/$budget}
+cmd=${cmd//\{scenarios\}/$src/scenarios}
+cmd=${cmd//\{traces\}/$baseline_traces}
+echo "mutation score: hunting the original core for $budget s (it must be clean)"
+set +e
+timeout $((budget * 2 + 30)) bash -c "$cmd" >"$out/hunt-original.log" 2>&1
+baseline_rc=$?
+set -e
+if [ "$baseline_rc" -ne 0 ]; then
+  echo "mutation score: the hunt fails on the ORIGINAL core (exit $baseline_rc): no score is" \
+    "possible until it is clean; see $out/hunt-original.log" >&2
+  exit 2
+fi
+rm -rf "$baseline_traces"
+
 # shellcheck disable=SC2086
 total_sites=$(mutate count $files)
 if [ "$sample" = 0 ]; then
