@@ -95,17 +95,7 @@ for case in found:2 clean1:4; do
   for id in summary budget units features scenarios faults probes; do
     grep -q "<table id=\"$id\">" "$work/$dir.dom.html" || fail "$dir: Chromium's DOM lacks table $id"
   done
-  rows=$(python3 -c '
-import sys, html.parser
-class P(html.parser.HTMLParser):
-    def __init__(s): super().__init__(); s.t=None; s.rows={}
-    def handle_starttag(s, tag, a):
-        a=dict(a)
-        if tag=="table": s.t=a.get("id")
-        if tag=="tr" and s.t: s.rows[s.t]=s.rows.get(s.t,0)+1
-    def handle_endtag(s, tag):
-        if tag=="table": s.t=None
-p=P(); p.feed(open(sys.argv[1]).read()); print(p.rows.get("units",0))' "$work/$dir.dom.html")
+  rows=$(python3 "$(dirname "$0")/table_rows.py" "$work/$dir.dom.html" units)
   [ "$rows" -eq $((want + 1)) ] || fail "$dir: Chromium's units table has $rows rows, expected $((want + 1))"
 done
 echo "hunt report: Chromium loaded both pages; every table and one row per unit present"

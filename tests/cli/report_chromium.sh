@@ -22,16 +22,6 @@ for id in summary seeds checks faults probes hits; do
   grep -q "<table id=\"$id\">" "$work/dom.html" || { echo "report: Chromium's DOM lacks table $id"; exit 1; }
 done
 # One row per seed in the seeds table (plus its header), as the browser parsed it.
-rows=$(python3 -c '
-import sys, html.parser
-class P(html.parser.HTMLParser):
-    def __init__(s): super().__init__(); s.t=None; s.rows={}
-    def handle_starttag(s, tag, a):
-        a=dict(a)
-        if tag=="table": s.t=a.get("id")
-        if tag=="tr" and s.t: s.rows[s.t]=s.rows.get(s.t,0)+1
-    def handle_endtag(s, tag):
-        if tag=="table": s.t=None
-p=P(); p.feed(open(sys.argv[1]).read()); print(p.rows.get("seeds",0))' "$work/dom.html")
+rows=$(python3 "$(dirname "$0")/table_rows.py" "$work/dom.html" seeds)
 [ "$rows" -eq 7 ] || { echo "report: the seeds table has $rows rows, expected 7"; exit 1; }
 echo "report: Chromium loaded $page; 6 seed rows and every table present"
