@@ -251,9 +251,14 @@ void Scheduler::forward_running() {
       const bool oom = faults_.fire(FaultSite::kAllocFail);
       if (!inject(FaultSite::kHostFullBackup, 0)) return;
       if (!emit(Op{.kind = OpKind::kCompute, .rid = rid, .n = n, .flag = oom}, &out)) return;
+      // An injected failure is retried next iteration, as in decode: preempting on it threw
+      // the chunk progress away, and at a high fire rate with small chunks no prompt could
+      // ever finish its prefill (swarm seed 345: a liveness failure of the model, not the
+      // core). Retract mid-prefill is still reached by real OOMs and by forced_retract.
+      if (!out.ok && oom) continue;
       if (!out.ok && running_.size() > 1) {  // no room for this chunk now
         if (!preempt(rid)) return;
-      } else if (!out.ok && !oom &&
+      } else if (!out.ok &&
                  static_cast<int64_t>(r->tokens.size()) > scenario_.cache.device_tokens) {
         // Alone, and larger than the whole device pool: it can never run (otherwise in-flight
         // copies still pin what it needs, and it retries next iteration).

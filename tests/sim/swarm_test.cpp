@@ -543,6 +543,22 @@ TEST(FaultSites, EveryNewSiteFiresInASweepAndRunsStayClean) {
   }
 }
 
+// An injected allocation failure in a prefill chunk is retried, not a retract. Swarm seed 345
+// (one-token chunks, half of the allocations failing, 8 running, 96 prompts of up to ~160
+// tokens) failed liveness on the fixed core when each such failure retracted the request: a
+// prefill needs ~160 allocations in a row to succeed, and only 7 requests finished in 20,000
+// ticks. A regression test for the scheduler model, kept as the drawn seed.
+TEST(FaultSites, InjectedPrefillAllocFailuresDoNotStarveLongPrompts) {
+  const Scenario s = draw_scenario(345);
+  ASSERT_EQ(s.scheduler.chunk_tokens, 1);
+  ASSERT_TRUE(s.faults.enabled);
+  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 345});
+  ASSERT_TRUE(r.ok()) << r.violation->invariant << ": " << r.violation->detail;
+  EXPECT_GT(r.faults_fired[static_cast<size_t>(FaultSite::kAllocFail)], 1000u);
+  EXPECT_EQ(r.stats.finished + r.stats.aborted, s.workload.requests);
+  EXPECT_GT(r.stats.finished, s.workload.requests / 2);
+}
+
 TEST(FaultSites, InjectOpRoundTripsThroughJson) {
   for (const Op& op :
        {Op{.kind = OpKind::kInject, .target = 0}, Op{.kind = OpKind::kInject, .target = 1},
