@@ -4,6 +4,7 @@
 
 #include "core/common/assert.h"
 #include "sim/content_oracle.h"
+#include "sim/option_contract.h"
 #include "sim/workload.h"
 
 namespace kvsim::sim {
@@ -69,6 +70,16 @@ OpOutcome Executor::apply(const Op& op) {
   ++stats_.ops;
   const size_t index = static_cast<size_t>(stats_.ops - 1);
   if (observer_ != nullptr) observer_->before_op(index, op);
+  if (index == 0) {
+    // Once per run and per replay, before anything else: the option contract at the API edge
+    // (sim/option_contract.h), on small caches of this run's shape. A violation ends the run at
+    // its first op, so a trace of any length replays it.
+    if (const std::optional<std::string> broken = check_option_contract(scenario_.cache)) {
+      fail("options.contract", *broken);
+      mix(0x6f7074);
+      return OpOutcome{.applied = true, .ok = false};
+    }
+  }
   OpOutcome out;
   {
     ScopedThrowingAsserts asserts;

@@ -178,6 +178,7 @@ class Collector {
                                              .ops_before = report_.ops,
                                              .trace = u.trace,
                                              .hang_scenario = u.hang_scenario});
+      if (options_.on_failure) options_.on_failure(report_.failures.back());
     }
     return report_.failures.size() >= options_.failures;
   }
@@ -447,7 +448,9 @@ HuntReport run_hunt(const HuntOptions& options) {
       if (f.trace.empty()) continue;  // a hang: no op trace to shrink
       const AnyTrace t = read_trace(f.trace);
       const ShrinkResult s =
-          shrink_trace(t.ops, {.max_replays = options.shrink_replays, .setup = options.setup});
+          shrink_trace(t.ops, {.max_replays = options.shrink_replays,
+                                .max_replay_ops = options.shrink_replay_ops,
+                                .setup = options.setup});
       if (!s.reproduced) continue;
       f.shrunk_trace = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
       f.shrunk_ops = s.trace.ops.size();

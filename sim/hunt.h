@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,6 +28,8 @@
 
 namespace kvsim::sim {
 
+struct HuntFailure;
+
 struct HuntOptions {
   uint64_t seed = 1;
   double time_budget_s = 60;  // 0 = no wall-time limit (then max_units must be set)
@@ -36,12 +39,18 @@ struct HuntOptions {
   std::string trace_dir = ".";
   bool shrink = true;
   size_t shrink_replays = 5000;
+  // Ops replayed per shrink, summed over its replays (0 = no limit): a long liveness trace
+  // replays in seconds, so a replay count alone does not bound the time a shrink takes.
+  size_t shrink_replay_ops = 20'000'000;
   // A unit (one seed's run) that runs longer than this many wall seconds is a failure of kind
   // "hang": its worker is killed, the unit's scenario is written for a rerun, and the hunt goes on
   // with a fresh worker. 0 = no allowance (then a lone hunt without a budget runs in process).
   double unit_timeout_s = 0;
   std::vector<Scenario> named;  // the named scenarios, in round-robin order
   ExecutorSetup setup;          // test hook: applied to every run and every shrink replay
+  // Called once per failure as soon as it is found (before any shrinking): the command line
+  // prints it at once, so a hunt that then shrinks for minutes has already said what it found.
+  std::function<void(const HuntFailure&)> on_failure;
 };
 
 // What unit `index` runs: its scenario and seed.

@@ -66,10 +66,14 @@ class Shrinker {
   }
 
  private:
-  bool budget_left() const { return replays_ < options_.max_replays; }
+  bool budget_left() const {
+    return replays_ < options_.max_replays &&
+           (options_.max_replay_ops == 0 || replayed_ops_ < options_.max_replay_ops);
+  }
 
   RunResult replay(const std::vector<Op>& ops) {
     ++replays_;
+    replayed_ops_ += ops.size();
     OpTrace t = base_;
     t.ops = ops;
     return replay_ops(t, options_.setup);
@@ -230,6 +234,7 @@ class Shrinker {
   ShrinkOptions options_;
   SimViolation target_;
   size_t replays_ = 0;
+  size_t replayed_ops_ = 0;
 };
 
 }  // namespace

@@ -22,6 +22,9 @@ namespace kvsim::sim {
 
 struct ShrinkOptions {
   size_t max_replays = 20000;
+  // Ops replayed in all, summed over the replays (0 = no limit): a deterministic bound on the
+  // work, since one replay of a long liveness trace can take seconds.
+  size_t max_replay_ops = 0;
   ExecutorSetup setup;  // applied to every replay (tests that plant a bug)
 };
 

@@ -160,6 +160,7 @@ std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
 
 int64_t HiCache::write_backup(TreeNode& node) {
   KV_ASSERT(!node.is_root() && !node.evicted() && !node.backed_up(), "nothing to back up");
+  node.backup_tried = true;
   if (options_.write_policy != WritePolicy::kWriteBack && !node.parent->is_root() &&
       !node.parent->backed_up()) {
     KV_PROBE(cache_backup_parent_not_backed);
@@ -214,6 +215,13 @@ bool HiCache::evict_device_victim(TreeNode& victim) {
   } else if (options_.hierarchical && options_.write_policy == WritePolicy::kWriteBack) {
     if (!evict_one_write_back(victim)) return false;
   } else {
+    // The write policy was applied: under write-through a node hit often enough to be backed
+    // up was at least tried (the host may have been full); dropping it untried loses a copy
+    // the policy promised (a bug that breaks no other invariant, only host hits).
+    KV_ASSERT(!options_.hierarchical || victim.backup_tried ||
+                  victim.hit_count < static_cast<uint64_t>(options_.write_through_threshold()),
+              "write policy not applied: a node hit past the write-through threshold is "
+              "evicted from the device without a backup ever being tried");
     free_released(tree_->remove_device_leaf(victim));
   }
   stats_.evicted_device_tokens += tokens;

@@ -146,6 +146,7 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   for (const auto& c : components_)
     c->on_split(*prefix, node, prefix_tokens);
   prefix->hit_count = node.hit_count;
+  prefix->backup_tried = node.backup_tried;
   prefix->last_access = node.last_access;
   prefix->creation = node.creation;
   prefix->write_through_pending = node.write_through_pending;

@@ -106,6 +106,9 @@ struct TreeNode {
   uint64_t last_access = 0;            // logical clock, never wall time
   uint64_t creation = 0;
   uint64_t hit_count = 0;
+  // A write-through backup of this node was tried (HiCache::write_backup), whatever came of
+  // it: what lets the cache assert at eviction that its write policy was applied.
+  bool backup_tried = false;
   // The node whose in-flight device→host write covers this one (itself, or the node it was
   // split from); cleared when that write's ack is consumed.
   std::optional<NodeId> write_through_pending;

@@ -87,6 +87,30 @@ TEST(PlantedBug, SimulatorFindsReplaysAndShrinks) {
       OpTrace{.scenario = s, .seed = 1, .ops = ops, .violation = r.violation});
 }
 
+// The replayed-ops bound stops a shrink deterministically: the same bound gives the same
+// result, a tight one stops early, and the trace it returns still fails the same way (the
+// best found so far).
+TEST(PlantedBug, ShrinkStopsAtItsReplayedOpsBound) {
+  const Scenario s = small_scenario();
+  std::vector<Op> ops;
+  const RunResult r =
+      run_scenario(RunRequest{.scenario = &s, .seed = 1, .record = &ops, .setup = kPlant});
+  ASSERT_TRUE(r.violation.has_value());
+  const OpTrace found{.scenario = s, .seed = 1, .ops = ops, .violation = r.violation};
+  const ShrinkResult free_run = shrink_trace(found, {.setup = kPlant});
+  const size_t bound = 3 * ops.size();
+  const ShrinkResult bounded =
+      shrink_trace(found, {.max_replay_ops = bound, .setup = kPlant});
+  ASSERT_TRUE(bounded.reproduced);
+  EXPECT_LT(bounded.replays, free_run.replays);
+  EXPECT_GE(bounded.trace.ops.size(), free_run.trace.ops.size());
+  ASSERT_TRUE(bounded.trace.violation.has_value());
+  EXPECT_EQ(replay_ops(bounded.trace, kPlant).violation->invariant, "planted.second_split");
+  const ShrinkResult again = shrink_trace(found, {.max_replay_ops = bound, .setup = kPlant});
+  EXPECT_EQ(again.trace.ops.size(), bounded.trace.ops.size());
+  EXPECT_EQ(again.replays, bounded.replays);
+}
+
 TEST(PlantedBug, FuzzStyleDecoderFindsReplaysAndShrinks) {
   const Scenario s = small_scenario();
   Rng rng(99);

@@ -347,10 +347,18 @@ TEST(Hunt, FindsShrinksAndReplaysAPlantedBug) {
       e.cache().tree().add_component(std::make_unique<SplitBug>());
     }
   };
+  std::vector<HuntFailure> told;  // on_failure: called as found, before the shrink
+  o.on_failure = [&](const HuntFailure& found) {
+    EXPECT_TRUE(found.shrunk_trace.empty());
+    told.push_back(found);
+  };
   const HuntReport r = run_hunt(o);
   ASSERT_EQ(r.failures.size(), 1u);
   EXPECT_EQ(r.stopped, "failures");
   const HuntFailure& f = r.failures.front();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].unit, f.unit);
+  EXPECT_EQ(told[0].trace, f.trace);
   EXPECT_EQ(f.invariant, "planted.split");
   ASSERT_FALSE(f.shrunk_trace.empty());
   EXPECT_LE(f.shrunk_ops, 30u);

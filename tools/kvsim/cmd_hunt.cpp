@@ -56,6 +56,18 @@ int hunt_command(const HuntCommand& c) {
     o.jobs = c.jobs;
     o.trace_dir = c.trace_dir;
     o.shrink = !c.no_shrink;
+    o.shrink_replay_ops = c.shrink_ops;
+    // Said at once on stderr: the summary comes only after shrinking, which can take minutes.
+    o.on_failure = [&](const sim::HuntFailure& f) {
+      std::fprintf(stderr, "kvsim hunt: found %s in unit %llu (%s, seed %llu) after %.1f s%s%s\n",
+                   f.invariant.c_str(), static_cast<unsigned long long>(f.unit), f.source.c_str(),
+                   static_cast<unsigned long long>(f.seed), f.wall_s,
+                   f.trace.empty() ? "" : "; trace ", f.trace.c_str());
+      if (o.shrink && !f.trace.empty()) {
+        std::fprintf(stderr, "kvsim hunt: it will be shrunk once the hunt ends (--no-shrink skips)\n");
+      }
+      std::fflush(stderr);
+    };
     o.unit_timeout_s = c.unit_timeout_s;
     const std::string dir = scenarios_dir(c.scenarios);
     if (!dir.empty()) o.named = named_scenarios(dir);

@@ -219,6 +219,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   hunt_cmd->add_flag("--no-shrink", hunt.no_shrink, "Do not shrink failures");
   hunt_cmd
+      ->add_option("--shrink-ops", hunt.shrink_ops,
+                   "Ops one shrink may replay, all its replays together (0 = no limit): bounds "
+                   "the time spent shrinking a long trace, deterministically")
+      ->capture_default_str();
+  hunt_cmd
       ->add_option(
           "--unit-timeout", hunt.unit_timeout_s,
           "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none)")

@@ -1,0 +1,126 @@
+#include "sim/option_contract.h"
+
+#include <exception>
+#include <stdexcept>
+
+#include "core/backend/cpu_backend.h"
+#include "core/cache/hi_cache.h"
+#include "core/common/assert.h"
+
+namespace kvsim::sim {
+namespace {
+
+// What constructing a cache with `o` did: "ok", "invalid_argument", or what else happened.
+struct Built {
+  bool ok = false;
+  bool invalid_argument = false;
+  std::string other;  // an assertion or another exception: never part of the contract
+  HiCacheOptions effective;
+};
+
+Built build(const HiCacheOptions& o) {
+  Built b;
+  CpuBackend backend;
+  ScopedThrowingAsserts asserts;
+  try {
+    HiCache cache(backend, o);
+    b.ok = true;
+    b.effective = cache.options();
+  } catch (const std::invalid_argument&) {
+    b.invalid_argument = true;
+  } catch (const AssertionFailure& e) {
+    b.other = std::string("an assertion: ") + e.what();
+  } catch (const std::exception& e) {
+    b.other = std::string("an exception: ") + e.what();
+  }
+  return b;
+}
+
+std::string sizes(const HiCacheOptions& o) {
+  std::string s = "page_size " + std::to_string(o.page_size) + ", device_tokens " +
+                  std::to_string(o.device_tokens) + ", host_tokens " +
+                  std::to_string(o.host_tokens);
+  if (o.has_swa()) {
+    s += ", swa_device_tokens " + std::to_string(o.swa_device_tokens) + ", swa_host_tokens " +
+         std::to_string(o.swa_host_tokens);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<std::string> check_option_contract(const HiCacheOptions& options) {
+  // Small pools keep the check cheap; only the shape of `options` matters to the rules.
+  const int64_t page = options.page_size;
+  HiCacheOptions base = options;
+  base.device_tokens = 2 * page;
+  base.host_tokens = 2 * page;
+  if (base.has_swa()) {
+    base.swa_device_tokens = options.swa_device_tokens > 0 ? 2 * page : 0;
+    base.swa_host_tokens = options.swa_host_tokens > 0 ? 2 * page : 0;
+  }
+
+  // Sizes off the page grid are rounded down, not refused (SGLang's allocator does the same).
+  if (page > 1) {
+    HiCacheOptions odd = base;
+    odd.device_tokens += page - 1;
+    odd.host_tokens += page - 1;
+    if (odd.swa_device_tokens > 0) odd.swa_device_tokens += page - 1;
+    if (odd.swa_host_tokens > 0) odd.swa_host_tokens += page - 1;
+    const Built b = build(odd);
+    if (!b.ok) {
+      return "pool sizes off the page grid (" + sizes(odd) + ") were refused with " +
+             (b.invalid_argument ? "invalid_argument" : b.other) + " instead of rounded down";
+    }
+    const HiCacheOptions& e = b.effective;
+    if (e.device_tokens != base.device_tokens || e.host_tokens != base.host_tokens ||
+        e.swa_device_tokens != base.swa_device_tokens ||
+        e.swa_host_tokens != base.swa_host_tokens) {
+      return "pool sizes off the page grid (" + sizes(odd) + ") became " + sizes(e) +
+             ", not rounded down to whole pages (" + sizes(base) + ")";
+    }
+  } else {
+    const Built b = build(base);  // the shape itself must build
+    if (!b.ok) {
+      return "a valid configuration (" + sizes(base) + ") was refused with " +
+             (b.invalid_argument ? "invalid_argument" : b.other);
+    }
+  }
+
+  // Each caller mistake alone: std::invalid_argument, never accepted, never an assertion.
+  struct Mistake {
+    const char* what;
+    void (*apply)(HiCacheOptions&);
+  };
+  static constexpr Mistake kMistakes[] = {
+      {"page_size 0", [](HiCacheOptions& o) { o.page_size = 0; }},
+      {"a negative page_size", [](HiCacheOptions& o) { o.page_size = -o.page_size; }},
+      {"device_tokens below one page",
+       [](HiCacheOptions& o) { o.device_tokens = o.page_size - 1; }},
+      {"host_tokens below one page", [](HiCacheOptions& o) { o.host_tokens = o.page_size - 1; }},
+      {"swa_device_tokens below one page",
+       [](HiCacheOptions& o) {
+         if (o.has_swa() && o.page_size > 1) o.swa_device_tokens = o.page_size - 1;
+       }},
+      {"swa_host_tokens below one page",
+       [](HiCacheOptions& o) {
+         if (o.has_swa() && o.page_size > 1) o.swa_host_tokens = o.page_size - 1;
+       }},
+  };
+  for (const Mistake& m : kMistakes) {
+    HiCacheOptions bad = base;
+    m.apply(bad);
+    if (bad.page_size == base.page_size && bad.device_tokens == base.device_tokens &&
+        bad.host_tokens == base.host_tokens && bad.swa_device_tokens == base.swa_device_tokens &&
+        bad.swa_host_tokens == base.swa_host_tokens) {
+      continue;  // the rule does not apply to this shape
+    }
+    const Built b = build(bad);
+    if (b.invalid_argument) continue;
+    return std::string(m.what) + " (" + sizes(bad) + ") was " +
+           (b.ok ? "accepted" : "met with " + b.other) + " instead of std::invalid_argument";
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvsim::sim
