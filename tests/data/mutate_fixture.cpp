@@ -15,4 +15,10 @@ bool check_range(int a) {
   return false;
 }
 
+void guard(int a, int b) {
+  KV_ASSERT(a < b ||
+                b > a,
+            "a condition on several lines is not mutated either");
+}
+
 }  // namespace demo

@@ -15,9 +15,10 @@ assertions stays put and an object file can be compared with the original's):
   return_flip     return true/false/N;      ->  return false/true/other;
   swap_args       f(a, b)                   ->  f(b, a)          (two plain arguments)
 
-Lines are matched with comments and string literals blanked out. Lines holding KV_ASSERT,
-KV_VERIFY or KV_PROBE and the bodies of checking functions (sanity_check, check_*) are not
-mutated: a weaker check is not a bug in the system, and a probe changes no behaviour.
+Lines are matched with comments and string literals blanked out. KV_ASSERT, KV_VERIFY and
+KV_PROBE statements (all their lines, when the condition spans several) and the bodies of
+checking functions (sanity_check, check_*) are not mutated: a weaker check is not a bug in the
+system, and a probe changes no behaviour.
 
 Enumeration is deterministic: sites are sorted by (file, line, column, operator, text), and a
 mutant's id is its index in that order. `--sample N --seed S` picks N ids with Python's
@@ -178,8 +179,18 @@ def enumerate_file(path):
         lines = f.read().split("\n")
     funcs = functions(lines)
     sites = []
+    open_parens = 0  # inside a skipped macro that spans lines (a KV_ASSERT's condition)
     for no, raw in enumerate(lines, start=1):
-        if SKIP_LINE.search(raw) or raw.lstrip().startswith(("#", "//")):
+        if open_parens > 0:
+            m = mask(raw)
+            open_parens += m.count("(") - m.count(")")
+            continue
+        skip = SKIP_LINE.search(raw)
+        if skip:
+            m = mask(raw)[skip.start():]
+            open_parens = max(0, m.count("(") - m.count(")"))
+            continue
+        if raw.lstrip().startswith(("#", "//")):
             continue
         func = funcs[no - 1]
         if not func or SKIP_FUNCTION.match(func):

@@ -48,6 +48,8 @@ class MutateEngine(unittest.TestCase):
         self.assertNotIn(9, lines)   # KV_ASSERT
         self.assertNotIn(14, lines)  # check_range()
         self.assertNotIn(15, lines)
+        self.assertNotIn(20, lines)  # the second line of a KV_ASSERT
+        self.assertNotIn(21, lines)
         for s in mutate.all_sites([FIXTURE]):
             self.assertNotIn("strings", s["before"])
 
