@@ -13,7 +13,7 @@
 #
 # Usage: tools/mutation_score.sh [--sample N] [--seed S] [--budget SECONDS] [--unit-tests]
 #                                [--min-score PERCENT] [--files "FILE..."] [--list]
-#                                [--shard I/N] [--results FILE]
+#                                [--shard I/N] [--results FILE] [--ids "ID..."]
 #        tools/mutation_score.sh --merge FILE...
 #   --sample N     mutants to pick (default 15; 0 = every mutant)
 #   --seed S       the sample's seed (default 1)
@@ -25,6 +25,8 @@
 #                  ($KVSIM_MUTATION_WORK or build/mutation, suffixed -shardI), so N shards run
 #                  side by side, one per core
 #   --results FILE also write the rows as TSV (default: <work>/score-out/results.tsv)
+#   --ids "ID..."  hunt exactly these mutant ids instead of a sample (e.g. the survivors of an
+#                  earlier run, re-hunted after a harness change; ids are those of --list)
 #   --merge FILE.. print one table and one score from several shards' results files (same
 #                  sample, seed and budget), with the survivors' diffs; runs nothing
 # The hunt: HUNT_CMD, a command template with {kvsim} {budget} {scenarios} {traces}. Default:
@@ -33,6 +35,7 @@
 set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 sample=15
+only_ids=""
 seed=1
 budget=60
 unit=0
@@ -51,6 +54,7 @@ core/tiers/cache_controller.cpp core/tiers/memory_storage.cpp core/tiers/page_ha
 while [ $# -gt 0 ]; do
   case "$1" in
     --sample) sample=$2; shift 2 ;;
+    --ids) only_ids=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --unit-tests) unit=1; shift ;;
@@ -78,6 +82,17 @@ done
 mutate() { (cd "$root" && python3 tools/mutate/mutate.py "$@"); }
 # shellcheck disable=SC2086
 if [ "$list_only" = 1 ]; then mutate list $files; exit 0; fi
+if [ -n "$only_ids" ]; then  # checked before the minutes of building and the baseline hunt
+  # shellcheck disable=SC2086
+  n_sites=$(mutate count $files)
+  for i in $only_ids; do
+    case "$i" in *[!0-9]*) echo "mutation_score.sh: --ids: '$i' is not a mutant id" >&2; exit 2 ;; esac
+    if [ "$i" -ge "$n_sites" ]; then
+      echo "mutation_score.sh: --ids: $i: there are only $n_sites mutants (0..$((n_sites - 1)))" >&2
+      exit 2
+    fi
+  done
+fi
 
 # KVSIM_MUTATION_WORK: where the copy and its build live (CI reuses the mutation runner's,
 # build/mutants, whose src and build have the same layout).
@@ -153,7 +168,9 @@ rm -rf "$baseline_traces"
 
 # shellcheck disable=SC2086
 total_sites=$(mutate count $files)
-if [ "$sample" = 0 ]; then
+if [ -n "$only_ids" ]; then
+  ids=$only_ids
+elif [ "$sample" = 0 ]; then
   # shellcheck disable=SC2086
   ids=$(mutate list $files | cut -f1)
 else
