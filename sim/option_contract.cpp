@@ -36,6 +36,52 @@ Built build(const HiCacheOptions& o) {
   return b;
 }
 
+// The calls' edge on a freshly built cache: alloc_device / alloc_swa of 0 is an empty vector,
+// of a negative or non-page-multiple count nullopt (nothing allocated), and free_device /
+// free_swa of an empty vector does nothing.
+std::optional<std::string> check_call_edge(const HiCacheOptions& o) {
+  CpuBackend backend;
+  ScopedThrowingAsserts asserts;
+  try {
+    HiCache cache(backend, o);
+    const int64_t page = cache.options().page_size;
+    struct Pool {
+      const char* name;
+      std::optional<IndexVector> (HiCache::*alloc)(int64_t);
+      void (HiCache::*free)(const IndexVector&);
+    };
+    std::vector<Pool> pools = {{"alloc_device", &HiCache::alloc_device, &HiCache::free_device}};
+    if (o.has_swa()) pools.push_back({"alloc_swa", &HiCache::alloc_swa, &HiCache::free_swa});
+    for (const Pool& p : pools) {
+      const int64_t before = cache.available_device_size();
+      const std::optional<IndexVector> zero = (cache.*p.alloc)(0);
+      if (!zero || zero->size() != 0) {
+        return std::string(p.name) + "(0) returned " +
+               (zero ? std::to_string(zero->size()) + " slots" : std::string("nullopt")) +
+               " instead of an empty vector";
+      }
+      (cache.*p.free)(*zero);
+      std::vector<int64_t> wrong = {-page};
+      if (page > 1) wrong.push_back(page + 1);
+      for (int64_t n : wrong) {
+        if (const std::optional<IndexVector> got = (cache.*p.alloc)(n)) {
+          return std::string(p.name) + "(" + std::to_string(n) + ") with pages of " +
+                 std::to_string(page) + " returned " + std::to_string(got->size()) +
+                 " slots instead of nullopt";
+        }
+      }
+      if (cache.available_device_size() != before) {
+        return std::string(p.name) + " calls that allocate nothing changed the free device slots (" +
+               std::to_string(before) + " -> " + std::to_string(cache.available_device_size()) +
+               ")";
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string("a call at the API edge raised: ") + e.what();
+  }
+  return std::nullopt;
+}
+
 std::string sizes(const HiCacheOptions& o) {
   std::string s = "page_size " + std::to_string(o.page_size) + ", device_tokens " +
                   std::to_string(o.device_tokens) + ", host_tokens " +
@@ -86,6 +132,8 @@ std::optional<std::string> check_option_contract(const HiCacheOptions& options) 
              (b.invalid_argument ? "invalid_argument" : b.other);
     }
   }
+
+  if (std::optional<std::string> calls = check_call_edge(base)) return calls;
 
   // Each caller mistake alone: std::invalid_argument, never accepted, never an assertion.
   struct Mistake {

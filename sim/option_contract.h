@@ -6,7 +6,9 @@
 // The contract (docs/sglang-parity.md, "Caller mistakes"): pool sizes are rounded down to whole
 // pages, as SGLang's allocator does; a page_size below 1, or a pool (device, host, and the SWA
 // pools when given) smaller than one page, is a std::invalid_argument from the constructor —
-// never an abort, never accepted.
+// never an abort, never accepted. alloc_device / alloc_swa of 0 tokens is an empty vector, of
+// a negative or non-page-multiple count nullopt with nothing allocated; freeing an empty
+// vector does nothing.
 #pragma once
 
 #include <optional>

@@ -15,6 +15,7 @@
 #include "sim/content_oracle.h"
 #include "sim/hunt.h"
 #include "sim/json_reader.h"
+#include "sim/option_contract.h"
 #include "sim/runner.h"
 #include "sim/swarm.h"
 #include "sim/trace.h"
@@ -565,6 +566,17 @@ TEST(FaultSites, InjectedPrefillAllocFailuresDoNotStarveLongPrompts) {
   EXPECT_GT(r.faults_fired[static_cast<size_t>(FaultSite::kAllocFail)], 1000u);
   EXPECT_EQ(r.stats.finished + r.stats.aborted, s.workload.requests);
   EXPECT_GT(r.stats.finished, s.workload.requests / 2);
+}
+
+// The core keeps the option and call contract at the API edge for every shape the swarm draws
+// (page sizes 1..64, SWA, Mamba, layouts, policies); the mutation score shows the check failing
+// when the core's rounding, its page_size check or its caller-error paths are broken.
+TEST(OptionContract, EverySwarmShapeKeepsTheApiEdgeContract) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Scenario s = draw_scenario(seed);
+    const std::optional<std::string> broken = check_option_contract(s.cache);
+    EXPECT_FALSE(broken.has_value()) << "seed " << seed << ": " << *broken;
+  }
 }
 
 TEST(FaultSites, InjectOpRoundTripsThroughJson) {
