@@ -110,9 +110,11 @@ for f in $files; do mkdir -p "$pristine/$(dirname "$f")"; cp "$root/$f" "$pristi
 
 tests_flag=OFF
 if [ "$unit" = 1 ]; then tests_flag=ON; fi
-if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_TESTS:BOOL=$tests_flag" "$build/CMakeCache.txt"; then
+if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_TESTS:BOOL=$tests_flag" "$build/CMakeCache.txt" ||
+  ! grep -q "KVSIM_HARDENED:BOOL=ON" "$build/CMakeCache.txt"; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF \
-    -DKVSIM_TESTS="$tests_flag" -DKVSIM_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+    -DKVSIM_TESTS="$tests_flag" -DKVSIM_BENCH=OFF -DKVSIM_HARDENED=ON \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 fi
 jobs=${KVSIM_MUTATION_JOBS:-2}
 build_kvsim() { nice cmake --build "$build" --target kvsim -j"$jobs"; }
