@@ -166,7 +166,7 @@ if [ "$baseline_rc" -ne 0 ]; then
     "possible until it is clean; see $out/hunt-original.log" >&2
   exit 2
 fi
-rm -rf "$baseline_traces"
+rm -rf "$baseline_traces"  # the log stays: probe_drop.py compares each mutant's probes with it
 
 # shellcheck disable=SC2086
 total_sites=$(mutate count $files)
@@ -187,7 +187,7 @@ n_ids=$(echo "$ids" | wc -w)
 echo "mutation score: $n_ids of $total_sites mutants (seed $seed, shard $shard_i/$shard_n of a sample of $sampled), blind hunt $budget s each"
 
 now() { date +%s; }
-killed=0 survived=0 stillborn=0 equivalent=0 errors=0 unit_killed=0
+killed=0 survived=0 stillborn=0 equivalent=0 errors=0 unit_killed=0 probe_killed=0
 rows=()
 survivors=()
 restore() { cp "$pristine/$1" "$src/$1"; }  # a fresh mtime: the next build recompiles it
@@ -220,7 +220,15 @@ for id in $ids; do
       rc=$?
       set -e
       case "$rc" in
-        0) result="survived"; survived=$((survived + 1)); survivors+=("$id") ;;
+        0)
+          # No violation: did the hunt still take every path the original takes often? A code
+          # probe the baseline reached hundreds of times that this hunt never reached is a
+          # behaviour change it observed (tools/mutate/probe_drop.py).
+          if dropped=$(python3 "$root/tools/mutate/probe_drop.py" "$out/hunt-original.log" "$out/hunt-$id.log"); then
+            result="survived"; survived=$((survived + 1)); survivors+=("$id")
+          else
+            result="killed (probe ${dropped%% *})"; killed=$((killed + 1)); probe_killed=$((probe_killed + 1))
+          fi ;;
         1) result="killed"; killed=$((killed + 1)) ;;
         2) result="error"; errors=$((errors + 1)) ;;
         124 | 137) result="killed (hang)"; killed=$((killed + 1)) ;;
@@ -264,7 +272,7 @@ for r in "${rows[@]}"; do
   echo "| $id | ${where% *} | ${where##* } | $result | $unit_col | $secs |"
 done
 echo
-echo "mutation score: $killed killed of $counted counted = $score % (sample of $n_ids of $total_sites mutants, seed $seed, budget $budget s; $stillborn stillborn, $equivalent equivalent (identical object), $errors hunt errors, $survived survived)"
+echo "mutation score: $killed killed of $counted counted = $score % (sample of $n_ids of $total_sites mutants, seed $seed, budget $budget s; $stillborn stillborn, $equivalent equivalent (identical object), $errors hunt errors, $survived survived; $probe_killed of the killed by a probe no longer reached)"
 if [ "$unit" = 1 ]; then echo "unit tests alone kill $unit_killed of $counted"; fi
 if [ ${#survivors[@]} -gt 0 ]; then
   echo

@@ -69,6 +69,7 @@ def main():
     rows.sort(key=lambda c: int(c[0]))
     count = {"killed": 0, "survived": 0, "stillborn": 0, "equivalent": 0, "error": 0}
     unit_killed = 0
+    probe_killed = 0
     survivors = []
     print("| id | site | operator | blind hunt | unit tests | s |")
     print("|---|---|---|---|---|---|")
@@ -81,6 +82,8 @@ def main():
         count[kind] += 1
         if kind == "survived":
             survivors.append(mid)
+        if result.startswith("killed (probe"):
+            probe_killed += 1
         if unit == "killed":
             unit_killed += 1
     counted = len(rows) - count["stillborn"] - count["equivalent"] - count["error"]
@@ -90,7 +93,8 @@ def main():
           f"(merged {len(metas)} shards: {len(rows)} of {first['total_sites']} mutants, seed "
           f"{first['seed']}, budget {first['budget']} s; {count['stillborn']} stillborn, "
           f"{count['equivalent']} equivalent (identical object), {count['error']} hunt errors, "
-          f"{count['survived']} survived)")
+          f"{count['survived']} survived; {probe_killed} of the killed by a probe no longer "
+          f"reached)")
     if any(c[3] != "-" for c in rows):
         print(f"unit tests alone kill {unit_killed} of {counted}")
     files = first["files"].split()

@@ -34,13 +34,15 @@ class MergeTest(unittest.TestCase):
         s0 = results("0/2", [["0", "core/tiers/page_hash.cpp:11 const_shift", "killed", "-", "3"],
                              ["4", "core/tiers/page_hash.cpp:14 eq_flip", "stillborn", "-", "1"]])
         s1 = results("1/2", [["1", "core/tiers/page_hash.cpp:12 const_shift", "survived", "-", "60"],
-                             ["3", "core/tiers/page_hash.cpp:13 rel_boundary", "killed (hang)", "-", "9"]])
+                             ["3", "core/tiers/page_hash.cpp:13 rel_boundary", "killed (hang)", "-", "9"],
+                             ["5", "core/tiers/page_hash.cpp:15 eq_flip", "killed (probe st_query_revoked)", "-", "61"]])
         r = self.run_merge(s1, s0)
         self.assertEqual(r.returncode, 0, r.stderr)
         table = [l for l in r.stdout.splitlines() if l.startswith("| ") and l[2].isdigit()]
-        self.assertEqual([l.split(" | ")[0] for l in table], ["| 0", "| 1", "| 3", "| 4"])
-        self.assertIn("mutation score: 2 killed of 3 counted = 66.7 %", r.stdout)
-        self.assertIn("merged 2 shards: 4 of 40 mutants", r.stdout)
+        self.assertEqual([l.split(" | ")[0] for l in table], ["| 0", "| 1", "| 3", "| 4", "| 5"])
+        self.assertIn("mutation score: 3 killed of 4 counted = 75.0 %", r.stdout)
+        self.assertIn("merged 2 shards: 5 of 40 mutants", r.stdout)
+        self.assertIn("1 of the killed by a probe no longer reached", r.stdout)
         self.assertIn("--- mutant 1: core/tiers/page_hash.cpp:12", r.stdout)  # the survivor's diff
 
     def test_refuses_mixed_budgets_missing_shards_and_duplicates(self):
