@@ -79,6 +79,13 @@ OpOutcome Executor::apply(const Op& op) {
       mix(0x6f7074);
       return OpOutcome{.applied = true, .ok = false};
     }
+    // The run's configuration as its trace header records it must read back the same, or a
+    // replay would run another configuration (a parser that maps "lfu" to LRU, say).
+    if (const std::optional<std::string> broken = header_round_trip_problem(scenario_)) {
+      fail("trace.header_round_trip", *broken);
+      mix(0x686472);
+      return OpOutcome{.applied = true, .ok = false};
+    }
   }
   OpOutcome out;
   {
@@ -173,6 +180,10 @@ void Executor::after_op(bool may_change_cache) {
   if (!backend_.violations().empty()) {
     const BackendViolation& v = backend_.violations().front();
     fail("stream_lifetime", v.kind + ": " + v.detail);
+    return;
+  }
+  if (storage_ && storage_->faults().contract_broken()) {
+    fail("storage.contract", *storage_->faults().contract_broken());
     return;
   }
   const HiCache& cache = *cache_;

@@ -86,6 +86,30 @@ Scenario load_scenario(const std::string& path) {
   return s;
 }
 
+std::optional<std::string> header_round_trip_problem(const Scenario& s) {
+  const nlohmann::json written = to_json(s);
+  nlohmann::json back;
+  try {
+    back = to_json(parse_scenario(written, "trace header", ScenarioUse::kReplay));
+  } catch (const InputError& e) {
+    return std::string("the header does not parse: ") + e.what();
+  }
+  if (back == written) return std::nullopt;
+  // Flattened, both are maps of JSON pointers ("/cache/eviction_policy") in sorted order.
+  const nlohmann::json a = written.flatten();
+  const nlohmann::json b = back.flatten();
+  for (const auto& [path, value] : a.items()) {
+    if (!b.contains(path) || b.at(path) != value) {
+      return "field " + path + " was written as " + value.dump() + " and reads back as " +
+             (b.contains(path) ? b.at(path).dump() : std::string("nothing"));
+    }
+  }
+  for (const auto& [path, value] : b.items()) {
+    if (!a.contains(path)) return "field " + path + " was not written but reads back as " + value.dump();
+  }
+  return std::nullopt;
+}
+
 nlohmann::json to_json(const Scenario& s) {
   return write_section(s, "");
 }

@@ -117,6 +117,10 @@ Scenario parse_scenario(const nlohmann::json& doc, const std::string& source,
 Scenario load_scenario(const std::string& path);
 // The canonical JSON form (what traces embed); parse_scenario(to_json(s)) == s.
 nlohmann::json to_json(const Scenario& s);
+// nullopt when `s` survives the trip through a trace header (to_json, then parse_scenario as a
+// replay reads it) unchanged; otherwise the first field that came back different, or why the
+// header does not parse. A run whose header does not round-trip cannot be replayed faithfully.
+std::optional<std::string> header_round_trip_problem(const Scenario& s);
 
 std::string_view to_string(WorkloadKind kind);
 

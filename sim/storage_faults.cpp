@@ -76,17 +76,107 @@ bool FaultyStorage::damage(const PageDigest& key, bool torn) {
   return false;
 }
 
+namespace {
+
+uint64_t payload_digest(std::span<const std::byte> bytes) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (std::byte b : bytes)
+    h = (h ^ static_cast<uint8_t>(b)) * 1099511628211ull;
+  return h;
+}
+
+std::string key_text(const PageDigest& key) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < 6; ++i) {
+    s += hex[key[i] >> 4];
+    s += hex[key[i] & 15];
+  }
+  return s + "...";
+}
+
+}  // namespace
+
+void FaultyStorage::breach(std::string what) {
+  if (!broken_) broken_ = std::move(what);
+}
+
+void FaultyStorage::check_read(const PageDigest& key, StorageStatus status,
+                               const std::vector<std::byte>& got) {
+  if (!exact_) return;
+  const auto it = shadow_.find(key);
+  if (it == shadow_.end()) {
+    if (status != StorageStatus::kMiss) {
+      breach("get(" + key_text(key) + ") of a page never stored (or removed) returned " +
+             std::string(to_string(status)));
+    }
+    return;
+  }
+  if (it->second.damaged) return;  // a fault damaged it: kCorrupt, or kMiss once removed
+  if (status != StorageStatus::kOk) {
+    breach("get(" + key_text(key) + ") of a stored, undamaged page returned " +
+           std::string(to_string(status)) + " with no fault armed");
+  } else if (got.size() != it->second.size || payload_digest(got) != it->second.digest) {
+    breach("get(" + key_text(key) + ") returned " + std::to_string(got.size()) +
+           " bytes that are not the " + std::to_string(it->second.size) + " bytes stored");
+  }
+}
+
+bool FaultyStorage::exists(const PageDigest& key) {
+  const bool found = inner_.exists(key);
+  const auto it = shadow_.find(key);
+  // A damaged page may or may not count as stored (a file store can tell a torn file).
+  if (exact_ && (it == shadow_.end() || !it->second.damaged) && found != (it != shadow_.end())) {
+    breach("exists(" + key_text(key) + ") is " + (found ? "true" : "false") + " but the page " +
+           (found ? "was never stored or was removed" : "was stored and never removed"));
+  }
+  return found;
+}
+
+size_t FaultyStorage::batch_exists(std::span<const PageDigest> keys) {
+  const size_t n = inner_.batch_exists(keys);
+  if (exact_) {
+    size_t want = 0;
+    bool damaged = false;  // a damaged page may or may not count as stored: no verdict
+    while (want < keys.size()) {
+      const auto it = shadow_.find(keys[want]);
+      if (it == shadow_.end()) break;
+      damaged = damaged || it->second.damaged;
+      ++want;
+    }
+    if (n != want && !damaged) {
+      breach("batch_exists of " + std::to_string(keys.size()) + " keys is " + std::to_string(n) +
+             "; the leading stored pages are " + std::to_string(want));
+    }
+  }
+  return n;
+}
+
+void FaultyStorage::remove(const PageDigest& key) {
+  inner_.remove(key);
+  shadow_.erase(key);
+}
+
 StorageStatus FaultyStorage::get(const PageDigest& key, std::vector<std::byte>* out) {
   if (skip_reads_ > 0) {
     --skip_reads_;
-    return inner_.get(key, out);
+    const StorageStatus status = inner_.get(key, out);
+    check_read(key, status, *out);
+    return status;
   }
   if (take(StorageFault::kReadError)) return StorageStatus::kIoError;
-  if (take(StorageFault::kVanish)) inner_.remove(key);
-  if (take(StorageFault::kCorrupt) && !damage(key, /*torn=*/false)) {
-    return inner_.exists(key) ? StorageStatus::kCorrupt : StorageStatus::kMiss;
+  if (take(StorageFault::kVanish)) {
+    inner_.remove(key);
+    shadow_.erase(key);
+  }
+  if (take(StorageFault::kCorrupt)) {
+    if (auto it = shadow_.find(key); it != shadow_.end()) it->second.damaged = true;
+    if (!damage(key, /*torn=*/false)) {
+      return inner_.exists(key) ? StorageStatus::kCorrupt : StorageStatus::kMiss;
+    }
   }
   const StorageStatus status = inner_.get(key, out);
+  check_read(key, status, *out);
   if (status == StorageStatus::kOk && !out->empty() && take(StorageFault::kWrongSize)) {
     out->pop_back();
   }
@@ -97,8 +187,19 @@ StorageStatus FaultyStorage::set(const PageDigest& key, std::span<const std::byt
   if (take(StorageFault::kWriteError)) return StorageStatus::kIoError;
   const bool fresh = armed_ == StorageFault::kTornWrite && !inner_.exists(key);
   const StorageStatus status = inner_.set(key, payload);
+  if (exact_) {
+    if (status != StorageStatus::kOk) {
+      breach("set(" + key_text(key) + ") returned " + std::string(to_string(status)) +
+             " on a store without a budget, with no fault armed");
+    } else if (!inner_.exists(key)) {
+      breach("set(" + key_text(key) + ") returned ok but the page is not stored");
+    } else if (shadow_.count(key) == 0) {  // a second set of a key keeps the first bytes
+      shadow_[key] = ShadowPage{payload_digest(payload), payload.size(), false};
+    }
+  }
   if (status == StorageStatus::kOk && fresh && take(StorageFault::kTornWrite)) {
     damage(key, /*torn=*/true);
+    if (auto it = shadow_.find(key); it != shadow_.end()) it->second.damaged = true;
   }
   return status;
 }

@@ -18,11 +18,22 @@
 //   slow_io      the whole storage step makes no progress (the executor skips it).
 // Every fault leaves the store in a state the backend's contract covers; the content oracle
 // must hold under all of them.
+//
+// The decorator also checks the backend's contract (core/tiers/storage_backend.h) against a
+// shadow of what the core stored, when the store started empty and has no budget (so it never
+// drops a page on its own): a set() that fails or does not store with no fault armed, a get()
+// of a stored page that is not kOk with its exact bytes, a page found that was never stored or
+// was removed, exists() and batch_exists() disagreeing with the shadow. The first breach is
+// kept (contract_broken()); the executor reports it as invariant storage.contract.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/tiers/storage_backend.h"
 
@@ -49,7 +60,9 @@ bool parse_storage_fault(std::string_view name, StorageFault* out);
 
 class FaultyStorage final : public StorageBackend {
  public:
-  explicit FaultyStorage(StorageBackend& inner) : inner_(inner) {}
+  // `exact`: the store starts empty and never evicts, so the shadow knows every page it holds.
+  explicit FaultyStorage(StorageBackend& inner, bool exact = false)
+      : inner_(inner), exact_(exact) {}
   // A read fault meets the get() after `skip_reads` others in the same step (a later page of
   // the batch); a write fault meets the next set().
   void arm(StorageFault fault, uint32_t skip_reads = 0) {
@@ -63,13 +76,13 @@ class FaultyStorage final : public StorageBackend {
   StorageBackend& inner() { return inner_; }
 
   std::string_view name() const override { return inner_.name(); }
-  bool exists(const PageDigest& key) override { return inner_.exists(key); }
-  size_t batch_exists(std::span<const PageDigest> keys) override {
-    return inner_.batch_exists(keys);
-  }
+  bool exists(const PageDigest& key) override;
+  size_t batch_exists(std::span<const PageDigest> keys) override;
   StorageStatus get(const PageDigest& key, std::vector<std::byte>* out) override;
   StorageStatus set(const PageDigest& key, std::span<const std::byte> payload) override;
-  void remove(const PageDigest& key) override { inner_.remove(key); }
+  void remove(const PageDigest& key) override;
+  // The first breach of the backend's contract the shadow saw (nullopt: none, or not exact).
+  const std::optional<std::string>& contract_broken() const { return broken_; }
   size_t page_count() const override { return inner_.page_count(); }
   Usage usage() const override { return inner_.usage(); }
 
@@ -78,8 +91,19 @@ class FaultyStorage final : public StorageBackend {
   // False when the backend cannot be damaged from here or the page is absent.
   bool damage(const PageDigest& key, bool torn);
   bool take(StorageFault f);  // true (and disarms) when `f` is armed
+  // The shadow: what a correct store holds now (payload digest and size; damaged by a fault).
+  struct ShadowPage {
+    uint64_t digest = 0;
+    size_t size = 0;
+    bool damaged = false;
+  };
+  void check_read(const PageDigest& key, StorageStatus status, const std::vector<std::byte>& got);
+  void breach(std::string what);
 
   StorageBackend& inner_;
+  bool exact_ = false;
+  std::map<PageDigest, ShadowPage> shadow_;
+  std::optional<std::string> broken_;
   StorageFault armed_ = StorageFault::kNone;
   uint32_t skip_reads_ = 0;
   std::array<uint64_t, kStorageFaults> injected_{};

@@ -159,7 +159,9 @@ StorageTier::StorageTier(const Scenario& s) {
     }
     base_ = std::move(file);
   }
-  faulty_ = std::make_unique<FaultyStorage>(*base_);
+  // The contract shadow is exact when the store starts empty and has no budget to evict by.
+  faulty_ = std::make_unique<FaultyStorage>(*base_,
+                                            o.capacity_bytes == 0 && base_->page_count() == 0);
 }
 
 StorageRunStats StorageTier::summary(const HiCacheStats& c) const {

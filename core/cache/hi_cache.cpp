@@ -152,6 +152,7 @@ std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
   if (!slots) {
     KV_PROBE(cache_alloc_host_evicts);
     evict_host(tokens - host_slots_->available_size());
+    note_host_eviction(tokens);
     slots = host_slots_->alloc(tokens);
     KV_PROBE_IF(!slots, cache_alloc_host_fails);
   }
@@ -171,6 +172,7 @@ int64_t HiCache::write_backup(TreeNode& node) {
   if (!host) {
     KV_PROBE(cache_backup_evicts_host);
     evict_host(node.token_count() - host_slots_->available_size());
+    note_host_eviction(node.token_count());
     host = controller_->write(*node.full().value, node.id, extra);
   }
   if (!host) {
@@ -270,6 +272,7 @@ bool HiCache::drop_host_descendants(TreeNode& node) {
 
 int64_t HiCache::evict_host(int64_t host_tokens) {
   int64_t freed = 0;
+  last_host_victim_ = 0;
   KV_PROBE_IF(
       host_tokens > 0 && (!pending_loads_.empty() || !backups_.empty() || !prefetches_.empty()),
       cache_host_evict_while_protected);
@@ -279,6 +282,7 @@ int64_t HiCache::evict_host(int64_t host_tokens) {
       KV_PROBE(cache_host_evict_short);
       break;
     }
+    last_host_victim_ = victim->token_count();
     freed += victim->token_count();
     free_released(tree_->remove_host_leaf(*victim));
   }

@@ -219,6 +219,8 @@ class HiCache {
   // slots now free; counts the surplus when the latest eviction's last victim was not needed.
   // Every allocation path of the core calls it; public so a planted allocator (a test) can too.
   void note_eviction(int64_t need, int64_t free_after);
+  // The same for the host pool, after evict_host made room for `need` host tokens.
+  void note_host_eviction(int64_t need);
 
  private:
   struct PendingWrite {
@@ -284,6 +286,7 @@ class HiCache {
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
   int64_t last_victim_ = 0;  // slots the last victim of the latest eviction freed (6c)
+  int64_t last_host_victim_ = 0;  // the same for the latest evict_host
   HiCacheStats stats_;
 };
 

@@ -106,6 +106,13 @@ void HiCache::note_eviction(int64_t need, int64_t free_after) {
   }
 }
 
+void HiCache::note_host_eviction(int64_t need) {
+  const int64_t free_after = host_slots_->available_size();
+  if (last_host_victim_ > 0 && free_after - need >= last_host_victim_) {
+    stats_.over_evicted_tokens += free_after - need;
+  }
+}
+
 void HiCache::free_released(const ReleasedSlots& released) {
   if (released.device[0]) device_slots_->free(*released.device[0]);
   if (released.host[0]) host_slots_->free(*released.host[0]);

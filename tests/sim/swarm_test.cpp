@@ -579,6 +579,21 @@ TEST(OptionContract, EverySwarmShapeKeepsTheApiEdgeContract) {
   }
 }
 
+// Every run checks at its first op that its trace header reads back as the same scenario.
+TEST(HeaderRoundTrip, SwarmDrawsReadBackAndAnUnparsableHeaderIsNamed) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Scenario s = draw_scenario(seed);
+    const std::optional<std::string> problem = header_round_trip_problem(s);
+    EXPECT_FALSE(problem.has_value()) << "seed " << seed << ": " << *problem;
+  }
+  Scenario bad = default_scenario();
+  bad.scheduler.max_running = 0;  // out of its field's range: the header cannot be read back
+  const std::optional<std::string> problem = header_round_trip_problem(bad);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_NE(problem->find("the header does not parse"), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("max_running"), std::string::npos) << *problem;
+}
+
 TEST(FaultSites, InjectOpRoundTripsThroughJson) {
   for (const Op& op :
        {Op{.kind = OpKind::kInject, .target = 0}, Op{.kind = OpKind::kInject, .target = 1},
