@@ -182,9 +182,15 @@ void Executor::after_op(bool may_change_cache) {
     fail("stream_lifetime", v.kind + ": " + v.detail);
     return;
   }
-  if (storage_ && storage_->faults().contract_broken()) {
-    fail("storage.contract", *storage_->faults().contract_broken());
-    return;
+  if (storage_) {
+    if (storage_->faults().contract_broken()) {
+      fail("storage.contract", *storage_->faults().contract_broken());
+      return;
+    }
+    if (const std::string wrong = storage_stats_disagree(); !wrong.empty()) {
+      fail("storage.stats", wrong);
+      return;
+    }
   }
   const HiCache& cache = *cache_;
   stats_.max_tree_nodes =
@@ -433,6 +439,33 @@ OpOutcome Executor::step(uint32_t stream, int64_t n) {
     ++ran;
   mix(static_cast<uint64_t>(ran));
   return {true, ran > 0};
+}
+
+// The cache's storage statistics against what the store answered it (FaultyStorage counts):
+// "" when they agree. A page read back short counts as corrupt in the cache.
+std::string Executor::storage_stats_disagree() const {
+  const StorageCallCounts& c = storage_->faults().calls();
+  const HiCacheStats& s = cache_->stats();
+  const struct {
+    const char* stat;
+    int64_t cache;
+    uint64_t store;
+  } pairs[] = {
+      {"backed_up_pages (sets answered ok)", s.backed_up_pages, c.set_ok},
+      {"storage_write_failures (sets that failed)", s.storage_write_failures, c.set_failed},
+      {"storage_hit_pages (gets answered ok, whole)", s.storage_hit_pages, c.get_ok},
+      {"storage_miss_pages (gets answered miss)", s.storage_miss_pages, c.get_miss},
+      {"storage_read_errors (gets answered io_error)", s.storage_read_errors, c.get_io_error},
+      {"storage_corrupt_pages (gets answered corrupt or short)", s.storage_corrupt_pages,
+       c.get_corrupt + c.get_short},
+  };
+  for (const auto& p : pairs) {
+    if (p.cache != static_cast<int64_t>(p.store)) {
+      return std::string(p.stat) + ": the cache counts " + std::to_string(p.cache) +
+             ", the store answered " + std::to_string(p.store);
+    }
+  }
+  return "";
 }
 
 StorageRunStats Executor::storage_stats() const {

@@ -183,6 +183,7 @@ class Executor {
                        const char* what);
   Block& scratch(size_t bytes);
   void after_op(bool may_change_cache);
+  std::string storage_stats_disagree() const;
   void fail(std::string invariant, std::string detail);
   void mix(uint64_t v);
 

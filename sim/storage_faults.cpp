@@ -158,6 +158,27 @@ void FaultyStorage::remove(const PageDigest& key) {
 }
 
 StorageStatus FaultyStorage::get(const PageDigest& key, std::vector<std::byte>* out) {
+  bool short_read = false;
+  const StorageStatus status = faulty_get(key, out, &short_read);
+  switch (status) {
+    case StorageStatus::kOk:
+      ++(short_read ? calls_.get_short : calls_.get_ok);
+      break;
+    case StorageStatus::kMiss:
+      ++calls_.get_miss;
+      break;
+    case StorageStatus::kCorrupt:
+      ++calls_.get_corrupt;
+      break;
+    case StorageStatus::kIoError:
+      ++calls_.get_io_error;
+      break;
+  }
+  return status;
+}
+
+StorageStatus FaultyStorage::faulty_get(const PageDigest& key, std::vector<std::byte>* out,
+                                        bool* short_read) {
   if (skip_reads_ > 0) {
     --skip_reads_;
     const StorageStatus status = inner_.get(key, out);
@@ -179,11 +200,18 @@ StorageStatus FaultyStorage::get(const PageDigest& key, std::vector<std::byte>* 
   check_read(key, status, *out);
   if (status == StorageStatus::kOk && !out->empty() && take(StorageFault::kWrongSize)) {
     out->pop_back();
+    *short_read = true;
   }
   return status;
 }
 
 StorageStatus FaultyStorage::set(const PageDigest& key, std::span<const std::byte> payload) {
+  const StorageStatus status = faulty_set(key, payload);
+  ++(status == StorageStatus::kOk ? calls_.set_ok : calls_.set_failed);
+  return status;
+}
+
+StorageStatus FaultyStorage::faulty_set(const PageDigest& key, std::span<const std::byte> payload) {
   if (take(StorageFault::kWriteError)) return StorageStatus::kIoError;
   const bool fresh = armed_ == StorageFault::kTornWrite && !inner_.exists(key);
   const StorageStatus status = inner_.set(key, payload);

@@ -58,6 +58,13 @@ std::string_view to_string(StorageFault fault);
 // False for an unknown name.
 bool parse_storage_fault(std::string_view name, StorageFault* out);
 
+// What the store answered the core, call by call (after any fault): the cache's own storage
+// statistics must agree with it (invariant storage.stats).
+struct StorageCallCounts {
+  uint64_t set_ok = 0, set_failed = 0;
+  uint64_t get_ok = 0, get_short = 0, get_miss = 0, get_corrupt = 0, get_io_error = 0;
+};
+
 class FaultyStorage final : public StorageBackend {
  public:
   // `exact`: the store starts empty and never evicts, so the shadow knows every page it holds.
@@ -83,6 +90,7 @@ class FaultyStorage final : public StorageBackend {
   void remove(const PageDigest& key) override;
   // The first breach of the backend's contract the shadow saw (nullopt: none, or not exact).
   const std::optional<std::string>& contract_broken() const { return broken_; }
+  const StorageCallCounts& calls() const { return calls_; }
   size_t page_count() const override { return inner_.page_count(); }
   Usage usage() const override { return inner_.usage(); }
 
@@ -98,12 +106,15 @@ class FaultyStorage final : public StorageBackend {
     bool damaged = false;
   };
   void check_read(const PageDigest& key, StorageStatus status, const std::vector<std::byte>& got);
+  StorageStatus faulty_get(const PageDigest& key, std::vector<std::byte>* out, bool* short_read);
+  StorageStatus faulty_set(const PageDigest& key, std::span<const std::byte> payload);
   void breach(std::string what);
 
   StorageBackend& inner_;
   bool exact_ = false;
   std::map<PageDigest, ShadowPage> shadow_;
   std::optional<std::string> broken_;
+  StorageCallCounts calls_;
   StorageFault armed_ = StorageFault::kNone;
   uint32_t skip_reads_ = 0;
   std::array<uint64_t, kStorageFaults> injected_{};

@@ -183,6 +183,10 @@ class HiCache {
   // Makes the compute stream wait until every layer of load `producer` has landed, as a
   // forward that reads the loaded prefix does layer by layer (LayerDoneCounter::wait_until).
   void wait_for_load(int producer);
+  // Makes the compute stream wait for any load of `node` still in flight, whoever started it:
+  // a read of the node's loaded state (the Mamba copy-on-write of a later request that matched
+  // it on device) must not overtake the copy that writes it.
+  void wait_for_loads_of(const TreeNode& node);
 
   // --- Poll point: consumes completed acks and storage progress ---
   void check_hicache_events();

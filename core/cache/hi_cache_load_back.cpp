@@ -27,6 +27,10 @@ void HiCache::wait_for_load(int producer) {
     counter.wait_until(backend_, backend_.compute_stream(), layer);
 }
 
+void HiCache::wait_for_loads_of(const TreeNode& node) {
+  controller_->wait_for_loads_of(node.id, backend_.compute_stream());
+}
+
 LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
                                        std::optional<int64_t> mem_quota) {
   // The evicted chain from the anchor up to the first node still on device. The anchor is

@@ -130,6 +130,10 @@ std::optional<IndexVector> HiCache::alloc_side_host(SidePool& pool, int64_t slot
   while (!host) {
     TreeNode* victim = tree_->next_host_victim();
     if (victim == nullptr) return std::nullopt;
+    // Evict only while the allocation does not fit (invariant evict.over_eviction).
+    KV_ASSERT(pool.host_slots().available_size() < slots,
+              "evict.over_eviction: a side host eviction past the point where " +
+                  std::to_string(slots) + " slots fit");
     KV_PROBE(aux_host_evicts_for_side);
     stats_.evicted_host_tokens += victim->token_count();
     free_released(tree_->remove_host_leaf(*victim));

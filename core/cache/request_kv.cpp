@@ -74,6 +74,9 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   if (has_mamba) {
     mamba_ = own_state;
     if (!anchor->is_root() && anchor->has_device(ComponentType::kMamba)) {
+      // The state may have been loaded back by another request's load-back still in flight
+      // (found by the HybridSelectiveWithStorage property: an unordered read on compute).
+      cache_.wait_for_loads_of(*anchor);
       cache_.copy_mamba_state((*anchor->component(ComponentType::kMamba).value)[0], *mamba_);
       out.mamba_hit = true;
     }

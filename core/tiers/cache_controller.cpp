@@ -195,6 +195,19 @@ std::optional<IndexVector> CacheController::load(const IndexVector& host_indices
   return device;
 }
 
+void CacheController::wait_for_loads_of(NodeId node, StreamId stream) {
+  for (const QueuedLoad& op : load_queue_) {
+    KV_ASSERT(op.node != node, "a read of node " + std::to_string(node) +
+                                   " while its load is queued and not issued "
+                                   "(ready_to_load_host_cache first)");
+  }
+  for (const TransferAck& ack : load_acks_) {
+    if (std::find(ack.node_ids.begin(), ack.node_ids.end(), node) != ack.node_ids.end()) {
+      backend_.wait_event(stream, ack.finish);
+    }
+  }
+}
+
 int CacheController::start_loading() {
   if (load_queue_.empty()) return -1;
   const int producer = layer_done_.update_producer(backend_);

@@ -136,6 +136,10 @@ class CacheController {
   int64_t live_index_buffers() const { return live_index_buffers_; }
   size_t pending_writes() const { return write_acks_.size(); }
   size_t pending_loads() const { return load_acks_.size() + load_queue_.size(); }
+  // Makes `stream` wait for every issued load anchored at `node` (its ack not yet consumed).
+  // A load of `node` that is still queued (not issued) is a caller error: nothing could order
+  // a read after it.
+  void wait_for_loads_of(NodeId node, StreamId stream);
   size_t queued_loads() const { return load_queue_.size(); }
   StreamId write_stream() const { return write_stream_; }
   StreamId load_stream() const { return load_stream_; }

@@ -106,5 +106,32 @@ TEST(OrderingSidePool, ReadingALoadedStateWithoutWaitingForItsLayerIsReported) {
   }
 }
 
+// A later reader of a node whose load another request started (the Mamba copy-on-write of a
+// request that matched the node on device) waits for that load through wait_for_loads_of; a
+// read of a node whose load is still queued is refused. Found by the property
+// HiCacheStateful.HybridSelectiveWithStorage: an unordered read on the compute stream.
+TEST_F(LayerEventsControllerTest, AReadOfANodeWaitsForItsLoadWhoeverStartedIt) {
+  controller_.add_side_pool(PoolName::kMamba, side_device_, side_host_);
+  for (const bool wait : {true, false}) {
+    PoolTransfer state{.pool = PoolName::kMamba,
+                       .host_indices = IndexVector(Tier::kHost, {3}),
+                       .device_indices = IndexVector(Tier::kDevice, {5}),
+                       .nodes = {7}};
+    ASSERT_TRUE(controller_.load(IndexVector(Tier::kHost, {}), 7, {state}));
+    EXPECT_THROW(controller_.wait_for_loads_of(7, backend_.compute_stream()), AssertionFailure);
+    controller_.start_loading();
+    controller_.wait_for_loads_of(8, backend_.compute_stream());  // another node: no wait
+    if (wait) controller_.wait_for_loads_of(7, backend_.compute_stream());
+    const KVPoolView& v = side_device_.view();
+    Block out = backend_.allocate(MemoryKind::kPinnedHost, 8, 0, "out");
+    backend_.copy_async(backend_.compute_stream(), out, 0, v.block, v.offset(0, 5), 8,
+                        "copy-on-write reads the state");
+    backend_.drain();
+    EXPECT_EQ(count_kind(backend_, "unordered_read"), wait ? 0u : 1u) << "wait=" << wait;
+    controller_.poll_load_acks();
+    backend_.free(out);
+  }
+}
+
 }  // namespace
 }  // namespace kvsim
