@@ -76,29 +76,30 @@ void expect_replays_and_shrinks(const OpTrace& found) {
   EXPECT_EQ(replay_ops(shrunk.trace, kPlant).violation->invariant, "planted.second_split");
 }
 
-TEST(PlantedBug, SimulatorFindsReplaysAndShrinks) {
+// The simulator's run of the small scenario with the bug planted, as an op trace.
+OpTrace planted_run() {
   const Scenario s = small_scenario();
   std::vector<Op> ops;
   const RunResult r =
       run_scenario(RunRequest{.scenario = &s, .seed = 1, .record = &ops, .setup = kPlant});
-  ASSERT_TRUE(r.violation.has_value());
-  EXPECT_EQ(r.violation->invariant, "planted.second_split");
-  expect_replays_and_shrinks(
-      OpTrace{.scenario = s, .seed = 1, .ops = ops, .violation = r.violation});
+  return OpTrace{.scenario = s, .seed = 1, .ops = ops, .violation = r.violation};
+}
+
+TEST(PlantedBug, SimulatorFindsReplaysAndShrinks) {
+  const OpTrace found = planted_run();
+  ASSERT_TRUE(found.violation.has_value());
+  EXPECT_EQ(found.violation->invariant, "planted.second_split");
+  expect_replays_and_shrinks(found);
 }
 
 // The replayed-ops bound stops a shrink deterministically: the same bound gives the same
 // result, a tight one stops early, and the trace it returns still fails the same way (the
 // best found so far).
 TEST(PlantedBug, ShrinkStopsAtItsReplayedOpsBound) {
-  const Scenario s = small_scenario();
-  std::vector<Op> ops;
-  const RunResult r =
-      run_scenario(RunRequest{.scenario = &s, .seed = 1, .record = &ops, .setup = kPlant});
-  ASSERT_TRUE(r.violation.has_value());
-  const OpTrace found{.scenario = s, .seed = 1, .ops = ops, .violation = r.violation};
+  const OpTrace found = planted_run();
+  ASSERT_TRUE(found.violation.has_value());
   const ShrinkResult free_run = shrink_trace(found, {.setup = kPlant});
-  const size_t bound = 3 * ops.size();
+  const size_t bound = 3 * found.ops.size();
   const ShrinkResult bounded =
       shrink_trace(found, {.max_replay_ops = bound, .setup = kPlant});
   ASSERT_TRUE(bounded.reproduced);
