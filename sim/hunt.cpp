@@ -447,10 +447,9 @@ HuntReport run_hunt(const HuntOptions& options) {
     for (HuntFailure& f : report.failures) {
       if (f.trace.empty()) continue;  // a hang: no op trace to shrink
       const AnyTrace t = read_trace(f.trace);
-      const ShrinkResult s =
-          shrink_trace(t.ops, {.max_replays = options.shrink_replays,
-                                .max_replay_ops = options.shrink_replay_ops,
-                                .setup = options.setup});
+      const ShrinkResult s = shrink_trace(t.ops, {.max_replays = options.shrink_replays,
+                                                  .max_replay_ops = options.shrink_replay_ops,
+                                                  .setup = options.setup});
       if (!s.reproduced) continue;
       f.shrunk_trace = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
       f.shrunk_ops = s.trace.ops.size();

@@ -71,7 +71,8 @@ std::optional<std::string> check_call_edge(const HiCacheOptions& o) {
         }
       }
       if (cache.available_device_size() != before) {
-        return std::string(p.name) + " calls that allocate nothing changed the free device slots (" +
+        return std::string(p.name) +
+               " calls that allocate nothing changed the free device slots (" +
                std::to_string(before) + " -> " + std::to_string(cache.available_device_size()) +
                ")";
       }

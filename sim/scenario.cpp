@@ -105,7 +105,8 @@ std::optional<std::string> header_round_trip_problem(const Scenario& s) {
     }
   }
   for (const auto& [path, value] : b.items()) {
-    if (!a.contains(path)) return "field " + path + " was not written but reads back as " + value.dump();
+    if (!a.contains(path))
+      return "field " + path + " was not written but reads back as " + value.dump();
   }
   return std::nullopt;
 }

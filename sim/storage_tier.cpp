@@ -160,8 +160,8 @@ StorageTier::StorageTier(const Scenario& s) {
     base_ = std::move(file);
   }
   // The contract shadow is exact when the store starts empty and has no budget to evict by.
-  faulty_ = std::make_unique<FaultyStorage>(*base_,
-                                            o.capacity_bytes == 0 && base_->page_count() == 0);
+  faulty_ =
+      std::make_unique<FaultyStorage>(*base_, o.capacity_bytes == 0 && base_->page_count() == 0);
 }
 
 StorageRunStats StorageTier::summary(const HiCacheStats& c) const {

@@ -289,7 +289,7 @@ class HiCache {
   std::vector<PendingBackup> backups_;  // FIFO
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
-  int64_t last_victim_ = 0;  // slots the last victim of the latest eviction freed (6c)
+  int64_t last_victim_ = 0;       // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;  // the same for the latest evict_host
   HiCacheStats stats_;
 };

@@ -100,8 +100,7 @@ TEST(PlantedBug, ShrinkStopsAtItsReplayedOpsBound) {
   ASSERT_TRUE(found.violation.has_value());
   const ShrinkResult free_run = shrink_trace(found, {.setup = kPlant});
   const size_t bound = 3 * found.ops.size();
-  const ShrinkResult bounded =
-      shrink_trace(found, {.max_replay_ops = bound, .setup = kPlant});
+  const ShrinkResult bounded = shrink_trace(found, {.max_replay_ops = bound, .setup = kPlant});
   ASSERT_TRUE(bounded.reproduced);
   EXPECT_LT(bounded.replays, free_run.replays);
   EXPECT_GE(bounded.trace.ops.size(), free_run.trace.ops.size());

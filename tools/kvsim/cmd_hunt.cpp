@@ -64,7 +64,8 @@ int hunt_command(const HuntCommand& c) {
                    static_cast<unsigned long long>(f.seed), f.wall_s,
                    f.trace.empty() ? "" : "; trace ", f.trace.c_str());
       if (o.shrink && !f.trace.empty()) {
-        std::fprintf(stderr, "kvsim hunt: it will be shrunk once the hunt ends (--no-shrink skips)\n");
+        std::fprintf(stderr,
+                     "kvsim hunt: it will be shrunk once the hunt ends (--no-shrink skips)\n");
       }
       std::fflush(stderr);
     };

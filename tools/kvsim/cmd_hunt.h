@@ -16,9 +16,9 @@ struct HuntCommand {
   std::string trace_dir = ".";
   bool no_shrink = false;
   uint64_t shrink_ops = 20'000'000;  // ops replayed per shrink, all replays together (0 = no limit)
-  double unit_timeout_s = 30;  // a unit running longer is a "hang" failure (0 = no allowance)
-  uint64_t units = 0;          // stop after this many units (0 = only the budget and failures)
-  std::string report;          // --report DIR: an HTML page of the hunt (hunt_report.h); "" = none
+  double unit_timeout_s = 30;        // a unit running longer is a "hang" failure (0 = no allowance)
+  uint64_t units = 0;     // stop after this many units (0 = only the budget and failures)
+  std::string report;     // --report DIR: an HTML page of the hunt (hunt_report.h); "" = none
   std::string scenarios;  // folder of named scenarios ("" = ./scenarios, else the source tree's)
 };
 
