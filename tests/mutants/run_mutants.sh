@@ -41,7 +41,9 @@ if [ ! -d "$src/.git" ] && [ ! -f "$src/.git" ]; then
   git -C "$root" worktree add --detach "$src" HEAD >/dev/null 2>&1 ||
     { git -C "$root" worktree prune; git -C "$root" worktree add --detach "$src" HEAD >/dev/null; }
 fi
-git -C "$src" checkout --detach -q "$(git -C "$root" rev-parse HEAD)"
+# -f: the copy is scratch; tools/mutation_score.sh (KVSIM_MUTATION_WORK=build/mutants, as CI
+# runs it) syncs the working tree into it, and an interrupted run leaves a patch applied.
+git -C "$src" checkout -f --detach -q "$(git -C "$root" rev-parse HEAD)"
 git -C "$src" checkout -q -- .
 
 generator=()
