@@ -10,15 +10,57 @@
 namespace kvsim::sim {
 namespace {
 
-// What constructing a cache with `o` did: "ok", "invalid_argument", or what else happened.
+// The calls' edge on a freshly built cache: alloc_device / alloc_swa of 0 is an empty vector,
+// of a negative or non-page-multiple count nullopt (nothing allocated), and free_device /
+// free_swa of an empty vector does nothing.
+std::optional<std::string> check_call_edge(HiCache& cache) {
+  const int64_t page = cache.options().page_size;
+  struct Pool {
+    const char* name;
+    std::optional<IndexVector> (HiCache::*alloc)(int64_t);
+    void (HiCache::*free)(const IndexVector&);
+  };
+  std::vector<Pool> pools = {{"alloc_device", &HiCache::alloc_device, &HiCache::free_device}};
+  if (cache.options().has_swa()) {
+    pools.push_back({"alloc_swa", &HiCache::alloc_swa, &HiCache::free_swa});
+  }
+  for (const Pool& p : pools) {
+    const int64_t before = cache.available_device_size();
+    const std::optional<IndexVector> zero = (cache.*p.alloc)(0);
+    if (!zero || zero->size() != 0) {
+      return std::string(p.name) + "(0) returned " +
+             (zero ? std::to_string(zero->size()) + " slots" : std::string("nullopt")) +
+             " instead of an empty vector";
+    }
+    (cache.*p.free)(*zero);
+    std::vector<int64_t> wrong = {-page};
+    if (page > 1) wrong.push_back(page + 1);
+    for (int64_t n : wrong) {
+      if (const std::optional<IndexVector> got = (cache.*p.alloc)(n)) {
+        return std::string(p.name) + "(" + std::to_string(n) + ") with pages of " +
+               std::to_string(page) + " returned " + std::to_string(got->size()) +
+               " slots instead of nullopt";
+      }
+    }
+    if (cache.available_device_size() != before) {
+      return std::string(p.name) + " calls that allocate nothing changed the free device slots (" +
+             std::to_string(before) + " -> " + std::to_string(cache.available_device_size()) + ")";
+    }
+  }
+  return std::nullopt;
+}
+
+// What constructing a cache with `o` did: "ok", "invalid_argument", or what else happened;
+// with `check_calls`, also what the calls' edge of the built cache did.
 struct Built {
   bool ok = false;
   bool invalid_argument = false;
   std::string other;  // an assertion or another exception: never part of the contract
   HiCacheOptions effective;
+  std::optional<std::string> calls;  // a breach of the calls' edge
 };
 
-Built build(const HiCacheOptions& o) {
+Built build(const HiCacheOptions& o, bool check_calls = false) {
   Built b;
   CpuBackend backend;
   ScopedThrowingAsserts asserts;
@@ -26,6 +68,13 @@ Built build(const HiCacheOptions& o) {
     HiCache cache(backend, o);
     b.ok = true;
     b.effective = cache.options();
+    if (check_calls) {
+      try {
+        b.calls = check_call_edge(cache);
+      } catch (const std::exception& e) {
+        b.calls = std::string("a call at the API edge raised: ") + e.what();
+      }
+    }
   } catch (const std::invalid_argument&) {
     b.invalid_argument = true;
   } catch (const AssertionFailure& e) {
@@ -34,53 +83,6 @@ Built build(const HiCacheOptions& o) {
     b.other = std::string("an exception: ") + e.what();
   }
   return b;
-}
-
-// The calls' edge on a freshly built cache: alloc_device / alloc_swa of 0 is an empty vector,
-// of a negative or non-page-multiple count nullopt (nothing allocated), and free_device /
-// free_swa of an empty vector does nothing.
-std::optional<std::string> check_call_edge(const HiCacheOptions& o) {
-  CpuBackend backend;
-  ScopedThrowingAsserts asserts;
-  try {
-    HiCache cache(backend, o);
-    const int64_t page = cache.options().page_size;
-    struct Pool {
-      const char* name;
-      std::optional<IndexVector> (HiCache::*alloc)(int64_t);
-      void (HiCache::*free)(const IndexVector&);
-    };
-    std::vector<Pool> pools = {{"alloc_device", &HiCache::alloc_device, &HiCache::free_device}};
-    if (o.has_swa()) pools.push_back({"alloc_swa", &HiCache::alloc_swa, &HiCache::free_swa});
-    for (const Pool& p : pools) {
-      const int64_t before = cache.available_device_size();
-      const std::optional<IndexVector> zero = (cache.*p.alloc)(0);
-      if (!zero || zero->size() != 0) {
-        return std::string(p.name) + "(0) returned " +
-               (zero ? std::to_string(zero->size()) + " slots" : std::string("nullopt")) +
-               " instead of an empty vector";
-      }
-      (cache.*p.free)(*zero);
-      std::vector<int64_t> wrong = {-page};
-      if (page > 1) wrong.push_back(page + 1);
-      for (int64_t n : wrong) {
-        if (const std::optional<IndexVector> got = (cache.*p.alloc)(n)) {
-          return std::string(p.name) + "(" + std::to_string(n) + ") with pages of " +
-                 std::to_string(page) + " returned " + std::to_string(got->size()) +
-                 " slots instead of nullopt";
-        }
-      }
-      if (cache.available_device_size() != before) {
-        return std::string(p.name) +
-               " calls that allocate nothing changed the free device slots (" +
-               std::to_string(before) + " -> " + std::to_string(cache.available_device_size()) +
-               ")";
-      }
-    }
-  } catch (const std::exception& e) {
-    return std::string("a call at the API edge raised: ") + e.what();
-  }
-  return std::nullopt;
 }
 
 std::string sizes(const HiCacheOptions& o) {
@@ -126,15 +128,14 @@ std::optional<std::string> check_option_contract(const HiCacheOptions& options) 
       return "pool sizes off the page grid (" + sizes(odd) + ") became " + sizes(e) +
              ", not rounded down to whole pages (" + sizes(base) + ")";
     }
-  } else {
-    const Built b = build(base);  // the shape itself must build
-    if (!b.ok) {
-      return "a valid configuration (" + sizes(base) + ") was refused with " +
-             (b.invalid_argument ? "invalid_argument" : b.other);
-    }
   }
-
-  if (std::optional<std::string> calls = check_call_edge(base)) return calls;
+  // The shape itself builds, and the calls' edge of the built cache holds.
+  const Built valid = build(base, /*check_calls=*/true);
+  if (!valid.ok) {
+    return "a valid configuration (" + sizes(base) + ") was refused with " +
+           (valid.invalid_argument ? "invalid_argument" : valid.other);
+  }
+  if (valid.calls) return valid.calls;
 
   // Each caller mistake alone: std::invalid_argument, never accepted, never an assertion.
   struct Mistake {

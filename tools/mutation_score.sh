@@ -147,18 +147,23 @@ if [ -z "${HUNT_CMD:-}" ]; then
   fi
 fi
 echo "mutation score: hunt = $HUNT_CMD"
+# run_hunt TRACES LOG: runs HUNT_CMD on the current build, traces into TRACES, output to LOG; its
+# exit status (124/137 when it outran 2 x budget + 30 s).
+run_hunt() {
+  local c=${HUNT_CMD//\{kvsim\}/$kvsim}
+  c=${c//\{budget\}/$budget}
+  c=${c//\{scenarios\}/$src/scenarios}
+  c=${c//\{traces\}/$1}
+  timeout $((budget * 2 + 30)) bash -c "$c" >"$2" 2>&1
+}
 
 # The baseline: the same hunt on the unmutated core must find nothing, or every mutant that
 # survives until the original's own failure would be counted as killed.
 baseline_traces="$out/traces-original"
 mkdir -p "$baseline_traces"
-cmd=${HUNT_CMD//\{kvsim\}/$kvsim}
-cmd=${cmd//\{budget\}/$budget}
-cmd=${cmd//\{scenarios\}/$src/scenarios}
-cmd=${cmd//\{traces\}/$baseline_traces}
 echo "mutation score: hunting the original core for $budget s (it must be clean)"
 set +e
-timeout $((budget * 2 + 30)) bash -c "$cmd" >"$out/hunt-original.log" 2>&1
+run_hunt "$baseline_traces" "$out/hunt-original.log"
 baseline_rc=$?
 set -e
 if [ "$baseline_rc" -ne 0 ]; then
@@ -211,12 +216,8 @@ for id in $ids; do
     else
       traces="$out/traces-$id"
       mkdir -p "$traces"
-      cmd=${HUNT_CMD//\{kvsim\}/$kvsim}
-      cmd=${cmd//\{budget\}/$budget}
-      cmd=${cmd//\{scenarios\}/$src/scenarios}
-      cmd=${cmd//\{traces\}/$traces}
       set +e
-      timeout $((budget * 2 + 30)) bash -c "$cmd" >"$out/hunt-$id.log" 2>&1
+      run_hunt "$traces" "$out/hunt-$id.log"
       rc=$?
       set -e
       case "$rc" in

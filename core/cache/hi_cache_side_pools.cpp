@@ -99,18 +99,23 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
   return freed;
 }
 
+namespace {
+
+// The surplus an eviction left beyond `need` (0 when none): the last victim was needed unless
+// what is free without it already covers the need. One rule for every pool (invariant 6c).
+int64_t over_evicted(int64_t need, int64_t free_after, int64_t last_victim) {
+  return last_victim > 0 && free_after - need >= last_victim ? free_after - need : 0;
+}
+
+}  // namespace
+
 void HiCache::note_eviction(int64_t need, int64_t free_after) {
-  // The last victim was needed unless what is free without it already covers the need.
-  if (last_victim_ > 0 && free_after - need >= last_victim_) {
-    stats_.over_evicted_tokens += free_after - need;
-  }
+  stats_.over_evicted_tokens += over_evicted(need, free_after, last_victim_);
 }
 
 void HiCache::note_host_eviction(int64_t need) {
-  const int64_t free_after = host_slots_->available_size();
-  if (last_host_victim_ > 0 && free_after - need >= last_host_victim_) {
-    stats_.over_evicted_tokens += free_after - need;
-  }
+  stats_.over_evicted_tokens +=
+      over_evicted(need, host_slots_->available_size(), last_host_victim_);
 }
 
 void HiCache::free_released(const ReleasedSlots& released) {
