@@ -127,13 +127,18 @@ void HiCache::apply_write_policy(const std::vector<TreeNode*>& hit_nodes) {
 std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
+  begin_allocation();
   const int64_t shortfall = tokens - device_slots_->available_size();
   if (shortfall > 0) {
     evict(shortfall);
     note_eviction(tokens, device_slots_->available_size());
   }
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
-  if (slots) request_slots_->hold(*slots);
+  if (slots) {
+    request_slots_->hold(*slots);
+  } else {
+    note_failed_allocation();
+  }
   return slots;
 }
 
@@ -151,10 +156,12 @@ std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
   std::optional<IndexVector> slots = host_slots_->alloc(tokens);
   if (!slots) {
     KV_PROBE(cache_alloc_host_evicts);
+    begin_allocation();
     evict_host(tokens - host_slots_->available_size());
     note_host_eviction(tokens);
     slots = host_slots_->alloc(tokens);
     KV_PROBE_IF(!slots, cache_alloc_host_fails);
+    if (!slots) note_failed_allocation();
   }
   return slots;
 }
@@ -171,9 +178,11 @@ int64_t HiCache::write_backup(TreeNode& node) {
   std::optional<IndexVector> host = controller_->write(*node.full().value, node.id, extra);
   if (!host) {
     KV_PROBE(cache_backup_evicts_host);
+    begin_allocation();
     evict_host(node.token_count() - host_slots_->available_size());
     note_host_eviction(node.token_count());
     host = controller_->write(*node.full().value, node.id, extra);
+    if (!host) note_failed_allocation();
   }
   if (!host) {
     KV_PROBE(cache_backup_fails);
@@ -207,6 +216,7 @@ int64_t HiCache::evict(int64_t device_tokens) {
     last_victim_ = tokens;
     freed += tokens;
   }
+  eviction_exhausted_ = freed < device_tokens;
   return freed;
 }
 
@@ -286,6 +296,7 @@ int64_t HiCache::evict_host(int64_t host_tokens) {
     freed += victim->token_count();
     free_released(tree_->remove_host_leaf(*victim));
   }
+  eviction_exhausted_ = freed < host_tokens;
   stats_.evicted_host_tokens += freed;
   return freed;
 }

@@ -104,6 +104,10 @@ struct HiCacheStats {
   // Tokens (slots) freed by evictions made to fit an allocation beyond its shortfall plus the
   // last victim's size: always 0 on a correct core (sanity_check: "evict.over_eviction").
   int64_t over_evicted_tokens = 0;
+  // Allocations that failed while the eviction before them had not run out of victims (it
+  // was skipped, or stopped short of the shortfall): always 0 on a correct core
+  // (sanity_check: "evict.under_eviction").
+  int64_t under_evicted_allocations = 0;
 };
 
 class HiCache {
@@ -179,13 +183,18 @@ class HiCache {
   // failure or below the threshold, returns no indices and the first device ancestor.
   LoadBackResult init_load_back(TreeNode& best_match_node,
                                 std::optional<int64_t> mem_quota = std::nullopt);
-  int ready_to_load_host_cache() { return controller_->start_loading(); }
+  // Issues every queued load as one batch and returns its producer for wait_for_load (-1:
+  // nothing to wait for). Loads a read already issued early (wait_for_loads_of) belong to
+  // the batch too: with nothing left to issue it returns their producer, so the batch's
+  // forward still waits for them (one load stream: a later producer covers earlier ones).
+  int ready_to_load_host_cache();
   // Makes the compute stream wait until every layer of load `producer` has landed, as a
   // forward that reads the loaded prefix does layer by layer (LayerDoneCounter::wait_until).
   void wait_for_load(int producer);
   // Makes the compute stream wait for any load of `node` still in flight, whoever started it:
   // a read of the node's loaded state (the Mamba copy-on-write of a later request that matched
-  // it on device) must not overtake the copy that writes it.
+  // it on device) must not overtake the copy that writes it. A load of `node` still queued
+  // (a batching caller has not called ready_to_load_host_cache yet) is issued first.
   void wait_for_loads_of(const TreeNode& node);
 
   // --- Poll point: consumes completed acks and storage progress ---
@@ -225,6 +234,12 @@ class HiCache {
   void note_eviction(int64_t need, int64_t free_after);
   // The same for the host pool, after evict_host made room for `need` host tokens.
   void note_host_eviction(int64_t need);
+  // Invariant 6d: an allocation may fail only after eviction ran out of victims (none left,
+  // or one that could not be written back). begin_allocation() starts an allocation attempt;
+  // note_failed_allocation() counts the failure unless the last eviction since then was
+  // exhausted.
+  void begin_allocation() { eviction_exhausted_ = false; }
+  void note_failed_allocation();
 
  private:
   struct PendingWrite {
@@ -291,6 +306,8 @@ class HiCache {
   int64_t prefetch_tokens_occupied_ = 0;
   int64_t last_victim_ = 0;       // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;  // the same for the latest evict_host
+  bool eviction_exhausted_ = false;
+  int issued_early_producer_ = -1;  // loads a read issued before ready_to_load_host_cache  // the latest eviction stopped short of its target (6d)
   HiCacheStats stats_;
 };
 

@@ -1,6 +1,7 @@
 // HiCache load-back: bring the evicted bottom segment of a matched path back to the device,
 // with what the auxiliary components need there (the SWA window, the Mamba state).
 #include <algorithm>
+#include <utility>
 
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
@@ -27,7 +28,17 @@ void HiCache::wait_for_load(int producer) {
     counter.wait_until(backend_, backend_.compute_stream(), layer);
 }
 
+int HiCache::ready_to_load_host_cache() {
+  const int producer = controller_->start_loading();
+  const int early = std::exchange(issued_early_producer_, -1);
+  return producer >= 0 ? producer : early;
+}
+
 void HiCache::wait_for_loads_of(const TreeNode& node) {
+  if (controller_->load_queued(node.id)) {
+    KV_PROBE(lb_read_issues_queued_load);
+    issued_early_producer_ = controller_->start_loading();
+  }
   controller_->wait_for_loads_of(node.id, backend_.compute_stream());
 }
 
@@ -148,10 +159,12 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     device = controller_->load(host_indices, best_match_node.id, extra);
     if (!device) {
       KV_PROBE(lb_evicts_to_fit);
+      begin_allocation();
       evict(tokens - device_slots_->available_size());
       note_eviction(tokens, device_slots_->available_size());
       device = controller_->load(host_indices, best_match_node.id, extra);
       KV_PROBE_IF(!device, lb_fails_after_evicting);
+      if (!device) note_failed_allocation();
     }
   }
   tree_->unlock(ancestor_lock);

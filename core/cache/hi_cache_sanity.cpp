@@ -97,6 +97,20 @@ void HiCache::sanity_check(SanityReport& report) const {
                                           " token(s) evicted beyond an allocation's shortfall "
                                           "plus its last victim");
   }
+  // [stats.host_balance] every host copy the tree holds was placed by a backup or a finished
+  // prefetch and leaves only by host eviction: the counters and the tree must add up.
+  const int64_t placed = stats_.write_through_tokens + stats_.prefetched_tokens;
+  if (placed - stats_.evicted_host_tokens != tree_->host_size()) {
+    report.add("stats.host_balance",
+               "host tokens placed " + std::to_string(placed) + " - evicted " +
+                   std::to_string(stats_.evicted_host_tokens) + " != held by the tree " +
+                   std::to_string(tree_->host_size()));
+  }
+  if (stats_.under_evicted_allocations > 0) {
+    report.add("evict.under_eviction",
+               std::to_string(stats_.under_evicted_allocations) +
+                   " allocation(s) failed while the eviction before them had victims left");
+  }
   for (const BackendViolation& v : backend_.violations()) {
     report.add(v.kind == "unordered_read" ? "stream_ordering" : "stream_lifetime",
                v.kind + ": " + v.detail);

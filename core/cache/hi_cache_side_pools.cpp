@@ -30,12 +30,15 @@ std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
   KV_ASSERT(pool != nullptr, "alloc_swa without an SWA component");
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
+  begin_allocation();
   const int64_t shortfall = tokens - pool->device_slots().available_size();
   if (shortfall > 0) {
     evict_swa(shortfall);
     note_eviction(tokens, pool->device_slots().available_size());
   }
-  return pool->alloc_for_request(tokens);
+  std::optional<IndexVector> slots = pool->alloc_for_request(tokens);
+  if (!slots) note_failed_allocation();
+  return slots;
 }
 
 void HiCache::free_swa(const IndexVector& slots) {
@@ -48,12 +51,16 @@ void HiCache::free_swa(const IndexVector& slots) {
 std::optional<SlotIndex> HiCache::alloc_mamba_state() {
   SidePool* pool = side_pool(ComponentType::kMamba);
   KV_ASSERT(pool != nullptr, "alloc_mamba_state without a Mamba component");
+  begin_allocation();
   if (pool->device_slots().available_size() < 1) {
     evict_mamba(1);
     note_eviction(1, pool->device_slots().available_size());
   }
   std::optional<IndexVector> v = pool->alloc_for_request(1);
-  if (!v) return std::nullopt;
+  if (!v) {
+    note_failed_allocation();
+    return std::nullopt;
+  }
   return (*v)[0];
 }
 
@@ -96,6 +103,7 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
       pool->device_slots().free(tree_->take_aux_value(*victim, type));
     }
   }
+  eviction_exhausted_ = freed < slots;
   return freed;
 }
 
@@ -111,6 +119,10 @@ int64_t over_evicted(int64_t need, int64_t free_after, int64_t last_victim) {
 
 void HiCache::note_eviction(int64_t need, int64_t free_after) {
   stats_.over_evicted_tokens += over_evicted(need, free_after, last_victim_);
+}
+
+void HiCache::note_failed_allocation() {
+  if (!eviction_exhausted_) ++stats_.under_evicted_allocations;
 }
 
 void HiCache::note_host_eviction(int64_t need) {

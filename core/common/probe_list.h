@@ -49,6 +49,7 @@
   X(lb_side_alloc_fails, "core/cache/hi_cache_load_back.cpp", "a load-back cannot pre-allocate its SWA or Mamba device slots", "") \
   X(lb_evicts_to_fit, "core/cache/hi_cache_load_back.cpp", "a load-back evicts device leaves to make room", "") \
   X(lb_fails_after_evicting, "core/cache/hi_cache_load_back.cpp", "a load-back fails even after evicting, and rolls back", "") \
+  X(lb_read_issues_queued_load, "core/cache/hi_cache_load_back.cpp", "a read of a node whose load is still queued issues the queue first", "") \
   X(aux_evict_device_leaf, "core/cache/hi_cache_side_pools.cpp", "side-pool eviction evicts a whole device leaf", "") \
   X(aux_tombstone, "core/cache/hi_cache_side_pools.cpp", "side-pool eviction tombstones a node's SWA or Mamba value, keeping its KV", "") \
   X(aux_host_evicts_for_side, "core/cache/hi_cache_side_pools.cpp", "a side-pool host allocation evicts host leaves", "") \

@@ -195,6 +195,11 @@ std::optional<IndexVector> CacheController::load(const IndexVector& host_indices
   return device;
 }
 
+bool CacheController::load_queued(NodeId node) const {
+  return std::any_of(load_queue_.begin(), load_queue_.end(),
+                     [&](const QueuedLoad& op) { return op.node == node; });
+}
+
 void CacheController::wait_for_loads_of(NodeId node, StreamId stream) {
   for (const QueuedLoad& op : load_queue_) {
     KV_ASSERT(op.node != node, "a read of node " + std::to_string(node) +

@@ -141,6 +141,7 @@ class CacheController {
   // a read after it.
   void wait_for_loads_of(NodeId node, StreamId stream);
   size_t queued_loads() const { return load_queue_.size(); }
+  bool load_queued(NodeId node) const;
   StreamId write_stream() const { return write_stream_; }
   StreamId load_stream() const { return load_stream_; }
   LayerDoneCounter& layer_done_counter() { return layer_done_; }
