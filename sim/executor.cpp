@@ -1,6 +1,7 @@
 #include "sim/executor.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/common/assert.h"
 #include "sim/content_oracle.h"
@@ -146,6 +147,7 @@ OpOutcome wrong_state(const SimRequest& r, const char* needed) {
 }  // namespace
 
 void Executor::set_done(SimRequest& r) {
+  if (!live_.empty() && live_.begin()->second == r.rid) head_finished_at_ = now_;
   live_.erase({r.arrival_tick, r.rid});
   r.state = RequestState::kDone;
 }
@@ -165,12 +167,20 @@ OpOutcome Executor::tick(int64_t now) {
 
 OpOutcome Executor::liveness() {
   if (live_.empty()) return {true, true};
+  // The oldest live request must finish within the bound of becoming the oldest: a stuck or
+  // starved request eventually is the oldest and fails here, while a queue that is merely
+  // long (an overloaded workload: each request waits for every earlier one) does not.
   const auto [arrival, rid] = *live_.begin();
+  if (rid != head_rid_) {
+    head_rid_ = rid;
+    head_since_ = std::max(arrival, head_finished_at_);
+  }
   const int64_t bound = scenario_.scheduler.liveness_ticks;
-  if (static_cast<int64_t>(now_ - arrival) > bound) {
+  if (static_cast<int64_t>(now_ - head_since_) > bound) {
     fail("liveness", "request " + std::to_string(rid) + " still " +
                          state_name(requests_.at(rid).state) + " after " + std::to_string(bound) +
-                         " ticks");
+                         " ticks as the oldest live request (arrived at tick " +
+                         std::to_string(arrival) + ")");
   }
   return {true, true};
 }
@@ -238,9 +248,13 @@ OpOutcome Executor::dispatch(const Op& op) {
     return {true, true};
   }
   if (op.kind == OpKind::kFlush) {
+    // A flush lands every transfer, queued load-backs included (a trace shrunk without its
+    // start_loads op still reaches quiescence).
+    if (cache_->controller().queued_loads() > 0) start_loads();
     cache_->flush();
     return {true, true};
   }
+  if (op.kind == OpKind::kStartLoads) return start_loads();
   if (op.kind == OpKind::kStep) return step(op.target, op.n);
   if (op.kind == OpKind::kStorage) return storage(op.target, op.n);
   if (op.kind == OpKind::kInject) return inject(op);
@@ -253,7 +267,7 @@ OpOutcome Executor::dispatch(const Op& op) {
     case OpKind::kPrefetchCheck:
       return prefetch_check(r);
     case OpKind::kAdmit:
-      return admit(r, op.flag);
+      return admit(r, op);
     case OpKind::kCompute:
       return compute(r, op.n, op.flag);
     case OpKind::kFinish:
@@ -320,13 +334,27 @@ OpOutcome Executor::prefetch_check(SimRequest& r) {
   return {true, true};
 }
 
-OpOutcome Executor::admit(SimRequest& r, bool load_back) {
+OpOutcome Executor::admit(SimRequest& r, const Op& op) {
   if (r.state != RequestState::kWaiting) return wrong_state(r, "waiting");
   if (r.prefetching) return {true, false};  // the gate (prefetch_check) has not opened
+  const bool load_back = op.flag;
+  const bool defer_load = op.target == 1;
   auto kv = std::make_unique<RequestKV>(*cache_, r.ns);
+  const int64_t loaded_before = cache_->stats().load_back_tokens;
   // PD decode receives the KV from a prefill instance: no prefix matching on this side.
-  std::optional<AdmitOutcome> out = kv->admit(r.tokens, load_back, /*use_prefix_cache=*/!pd());
+  std::optional<AdmitOutcome> out =
+      kv->admit(r.tokens, load_back, /*use_prefix_cache=*/!pd(), /*start_load=*/!defer_load,
+                op.quota >= 0 ? std::optional<int64_t>(op.quota) : std::nullopt);
   if (!out) return {true, false};
+  // RequestKV's contract: without allow_load_back nothing comes back from host.
+  if (!load_back && (out->host_hit_tokens != 0 ||
+                     cache_->stats().load_back_tokens != loaded_before)) {
+    fail("admit.contract", "request " + std::to_string(r.rid) +
+                               " was admitted without load-back, yet " +
+                               std::to_string(cache_->stats().load_back_tokens - loaded_before) +
+                               " token(s) were loaded back (host hit " +
+                               std::to_string(out->host_hit_tokens) + ")");
+  }
   if (pd()) {
     // The prefill side publishes the request's metadata; the decode side reads it once and
     // the slot goes back to the pool (the request keeps its copy).
@@ -350,7 +378,26 @@ OpOutcome Executor::admit(SimRequest& r, bool load_back) {
   }
   mix(static_cast<uint64_t>(out->device_hit_tokens) << 20 ^
       static_cast<uint64_t>(out->host_hit_tokens));
-  if (scenario_.check.content) read_prefix(r);
+  if (defer_load) {
+    // The batch's loads are issued together before its forward: until then this prefix may
+    // hold slots a queued load (its own or another admit's) has yet to write.
+    r.load_queued = true;
+    awaiting_loads_.push_back(r.rid);
+  } else if (scenario_.check.content) {
+    read_prefix(r);
+  }
+  return {true, true};
+}
+
+OpOutcome Executor::start_loads() {
+  // SGLang's forward: one ready_to_load_host_cache for the batch, then every layer waits.
+  cache_->wait_for_load(cache_->ready_to_load_host_cache());
+  for (RequestId rid : std::exchange(awaiting_loads_, {})) {
+    SimRequest& r = requests_.at(rid);
+    if (!r.load_queued) continue;  // retracted or aborted before its first forward
+    r.load_queued = false;
+    if (scenario_.check.content) read_prefix(r);
+  }
   return {true, true};
 }
 
@@ -374,6 +421,7 @@ OpOutcome Executor::compute(SimRequest& r, int64_t n, bool oom) {
     }
     extend_tokens(r);
   }
+  if (r.load_queued) start_loads();  // a forward reads the prefix: the batch's loads go first
   if (oom || !r.kv->extend(target)) return {true, false};
   forward(r, r.computed, target);
   r.computed = target;
@@ -392,6 +440,7 @@ OpOutcome Executor::finish(SimRequest& r) {
     ++stats_.finished;
     return {true, true};
   }
+  r.load_queued = false;
   r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
   r.kv.reset();
   set_done(r);
@@ -402,6 +451,7 @@ OpOutcome Executor::finish(SimRequest& r) {
 
 OpOutcome Executor::abort(SimRequest& r) {
   if (r.state == RequestState::kDone) return wrong_state(r, "live");
+  r.load_queued = false;
   if (r.state == RequestState::kRunning) {
     r.kv->abort();
     r.kv.reset();
@@ -420,6 +470,7 @@ OpOutcome Executor::abort(SimRequest& r) {
 OpOutcome Executor::retract(SimRequest& r) {
   if (r.state != RequestState::kRunning) return wrong_state(r, "running");
   // Cache what was computed (the resumed request will match it), free the rest.
+  r.load_queued = false;
   r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
   r.kv.reset();
   r.computed = 0;

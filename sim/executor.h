@@ -64,6 +64,7 @@ struct SimRequest {
   uint64_t arrival_tick = 0;
   RequestState state = RequestState::kWaiting;
   bool prefetching = false;
+  bool load_queued = false;  // admitted with its load-back queued: read at the next kStartLoads
   std::unique_ptr<RequestKV> kv;
   int64_t retracts = 0;
   int64_t first_device_hit = -1;  // prefix hit at the first admission (-1: never admitted)
@@ -149,7 +150,8 @@ class Executor {
   OpOutcome dispatch(const Op& op);
   OpOutcome arrive(const Op& op);
   OpOutcome prefetch_check(SimRequest& r);
-  OpOutcome admit(SimRequest& r, bool load_back);
+  OpOutcome admit(SimRequest& r, const Op& op);
+  OpOutcome start_loads();
   OpOutcome compute(SimRequest& r, int64_t n, bool oom);
   OpOutcome finish(SimRequest& r);
   OpOutcome abort(SimRequest& r);
@@ -196,6 +198,9 @@ class Executor {
   std::unique_ptr<MetadataBuffers> metadata_;  // PD mode
   std::map<RequestId, SimRequest> requests_;
   std::set<std::pair<uint64_t, RequestId>> live_;  // (arrival tick, rid) of requests not done
+  RequestId head_rid_ = 0;         // the oldest live request at the last liveness op
+  uint64_t head_since_ = 0;        // when it became the oldest
+  uint64_t head_finished_at_ = 0;  // when the previous oldest finished
   std::optional<SimViolation> violation_;
   ExecutorStats stats_;
   uint64_t now_ = 0;
@@ -205,6 +210,7 @@ class Executor {
   std::vector<std::byte> expected_scratch_;  // read_pool_range's expected bytes
   ExecutorObserver* observer_ = nullptr;
   // Pages an inject op holds until the end of the next op: (allocator, pages).
+  std::vector<RequestId> awaiting_loads_;  // admitted with load_queued, in admission order
   std::vector<std::pair<PagedSlotAllocator*, IndexVector>> injected_;
 };
 

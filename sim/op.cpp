@@ -8,7 +8,8 @@ namespace {
 
 const std::vector<std::string> kOpNames = {
     "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract",  "offload",
-    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness", "inject"};
+    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness", "inject",
+    "start_loads"};
 
 }  // namespace
 
@@ -28,6 +29,8 @@ nlohmann::json to_json(const Op& op) {
     case OpKind::kAdmit:
       j["rid"] = op.rid;
       j["load_back"] = op.flag;
+      if (op.target == 1) j["defer_load"] = true;
+      if (op.quota >= 0) j["load_back_quota"] = op.quota;
       break;
     case OpKind::kCompute:
       j["rid"] = op.rid;
@@ -63,6 +66,7 @@ nlohmann::json to_json(const Op& op) {
     case OpKind::kPoll:
     case OpKind::kFlush:
     case OpKind::kLiveness:
+    case OpKind::kStartLoads:
       break;
   }
   return j;
@@ -93,6 +97,8 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
     case OpKind::kAdmit:
       op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
       op.flag = r.boolean("load_back", true);
+      op.target = r.boolean("defer_load", false) ? 1 : 0;
+      op.quota = r.has("load_back_quota") ? r.integer("load_back_quota", 0, 0, kMax) : -1;
       break;
     case OpKind::kCompute:
       op.rid = static_cast<RequestId>(r.required_integer("rid", 1, kMax));
@@ -132,6 +138,7 @@ Op op_from_json(const nlohmann::json& doc, const std::string& where) {
     case OpKind::kPoll:
     case OpKind::kFlush:
     case OpKind::kLiveness:
+    case OpKind::kStartLoads:
       break;
   }
   r.finish();

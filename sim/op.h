@@ -37,6 +37,8 @@ enum class OpKind : uint8_t {
   kLiveness = 14,      // end of a scheduler iteration: no live request older than liveness_ticks
   kInject = 15,        // arm a fault for the next op only: target 0 host pools full, 1 device
                        // pool full (but `n` pages), 2 the next `n` event queries answer "not yet"
+  kStartLoads = 16,    // ready_to_load_host_cache: issue the load-backs admits queued (target
+                       // 1), wait for them on compute; the model then reads those prefixes
 };
 
 struct Op {
@@ -46,8 +48,10 @@ struct Op {
   Tokens prompt;           // kArrive (shared with the arrival it came from)
   int64_t output_len = 0;  // kArrive
   int64_t n = 0;           // kCompute: tokens computed after; kStep: ops; kTick: now
-  uint32_t target = 0;     // kStep: stream; kStorage: which worker; kInject: what
+  uint32_t target = 0;     // kStep: stream; kStorage: which worker; kInject: what; kAdmit: 1
+                           // queues the load-back for the next kStartLoads
   bool flag = false;       // kAdmit: allow load-back; kCompute: injected OOM
+  int64_t quota = -1;      // kAdmit: the load-back's mem_quota in tokens (-1: none)
 };
 
 std::string_view to_string(OpKind kind);

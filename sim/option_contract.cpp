@@ -50,6 +50,36 @@ std::optional<std::string> check_call_edge(HiCache& cache) {
   return std::nullopt;
 }
 
+// The pools a built cache holds have the sizes its effective options promise: a side pool
+// sized 0 ("same as the main pool") takes the main pool's size, a Mamba host pool sized 0
+// twice the device states.
+std::optional<std::string> check_pool_sizes(HiCache& cache) {
+  const HiCacheOptions& e = cache.options();
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> pools = {
+      {"device", {cache.device_slots().capacity(), e.device_tokens}},
+      {"host", {cache.host_slots().capacity(), e.host_tokens}}};
+  if (const SidePool* swa = cache.side_pool(ComponentType::kSwa)) {
+    pools.push_back({"swa_device", {swa->device_slots().capacity(),
+                                    e.swa_device_tokens > 0 ? e.swa_device_tokens
+                                                            : e.device_tokens}});
+    pools.push_back({"swa_host", {swa->host_slots().capacity(),
+                                  e.swa_host_tokens > 0 ? e.swa_host_tokens : e.host_tokens}});
+  }
+  if (const SidePool* mamba = cache.side_pool(ComponentType::kMamba)) {
+    pools.push_back({"mamba_device", {mamba->device_slots().capacity(), e.mamba_device_states}});
+    pools.push_back({"mamba_host", {mamba->host_slots().capacity(),
+                                    e.mamba_host_states > 0 ? e.mamba_host_states
+                                                            : 2 * e.mamba_device_states}});
+  }
+  for (const auto& [name, got_want] : pools) {
+    if (got_want.first != got_want.second) {
+      return "the " + name + " pool holds " + std::to_string(got_want.first) +
+             " slots; its options promise " + std::to_string(got_want.second);
+    }
+  }
+  return std::nullopt;
+}
+
 // What constructing a cache with `o` did: "ok", "invalid_argument", or what else happened;
 // with `check_calls`, also what the calls' edge of the built cache did.
 struct Built {
@@ -57,7 +87,8 @@ struct Built {
   bool invalid_argument = false;
   std::string other;  // an assertion or another exception: never part of the contract
   HiCacheOptions effective;
-  std::optional<std::string> calls;  // a breach of the calls' edge
+  std::optional<std::string> calls;       // a breach of the calls' edge
+  std::optional<std::string> pool_sizes;  // a pool built with another size than promised
 };
 
 Built build(const HiCacheOptions& o, bool check_calls = false) {
@@ -68,6 +99,7 @@ Built build(const HiCacheOptions& o, bool check_calls = false) {
     HiCache cache(backend, o);
     b.ok = true;
     b.effective = cache.options();
+    b.pool_sizes = check_pool_sizes(cache);
     if (check_calls) {
       try {
         b.calls = check_call_edge(cache);
@@ -136,6 +168,24 @@ std::optional<std::string> check_option_contract(const HiCacheOptions& options) 
            (valid.invalid_argument ? "invalid_argument" : valid.other);
   }
   if (valid.calls) return valid.calls;
+  if (valid.pool_sizes) return *valid.pool_sizes + " (" + sizes(base) + ")";
+  // The smallest legal sizes: the main pools one page each (side pools following them), then
+  // the side pools one page each (one Mamba state) beside larger main pools, so a side pool
+  // that took the main pool's size instead of its own would show.
+  HiCacheOptions least_main = base;
+  least_main.device_tokens = least_main.host_tokens = page;
+  least_main.swa_device_tokens = least_main.swa_host_tokens = 0;
+  HiCacheOptions least_side = base;
+  if (least_side.has_swa()) least_side.swa_device_tokens = least_side.swa_host_tokens = page;
+  if (least_side.has_mamba()) least_side.mamba_device_states = least_side.mamba_host_states = 1;
+  for (const HiCacheOptions& least : {least_main, least_side}) {
+    const Built smallest = build(least);
+    if (!smallest.ok) {
+      return "a smallest valid configuration (" + sizes(least) + ") was refused with " +
+             (smallest.invalid_argument ? "invalid_argument" : smallest.other);
+    }
+    if (smallest.pool_sizes) return *smallest.pool_sizes + " (" + sizes(least) + ")";
+  }
 
   // Each caller mistake alone: std::invalid_argument, never accepted, never an assertion.
   struct Mistake {

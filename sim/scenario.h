@@ -57,6 +57,13 @@ struct SchedulerOptions {
   int64_t liveness_ticks = 20000;        // a request must finish within this many ticks
   int64_t max_ticks = 1000000;           // the run stops (a liveness violation) after this
   bool load_back = true;
+  // SGLang's way: every admit of an iteration queues its load-back, and one
+  // ready_to_load_host_cache issues them together before the forward (else each admit issues
+  // its own at once).
+  bool batch_load_backs = false;
+  // Each load-back gets the admission budget (free + evictable device tokens, minus the
+  // running requests' decode reserve) as init_load_back's mem_quota.
+  bool load_back_quota = false;
   bool prefetch = true;  // when storage is on
 };
 

@@ -359,6 +359,29 @@ std::vector<FieldSpec> make_fields() {
         parse_prefetch_stop_policy(v, &s.cache.prefetch_stop_policy);
       },
       "Storage tier: when a request waiting on a prefetch is admitted."));
+  add(number(
+      "cache", "prefetch_capacity_fraction", 0.0, 1.0,
+      [](Scenario & s) -> auto& { return s.cache.prefetch_capacity_fraction; },
+      "Storage tier: the share of the host pool all running prefetches may occupy together; "
+      "a prefetch past it waits (rate limit)."));
+  add(integer(
+      "cache", "prefetch_timeout_base_ticks", 0, kBig,
+      [](Scenario & s) -> auto& { return s.cache.prefetch_timeout_base_ticks; },
+      "Storage tier, `timeout` policy: ticks (logical ms) a prefetch may take before its "
+      "request is admitted with what arrived, plus the per-1024-token share below."));
+  add(integer(
+      "cache", "prefetch_timeout_per_ki_token_ticks", 0, kBig,
+      [](Scenario & s) -> auto& { return s.cache.prefetch_timeout_per_ki_token_ticks; },
+      "Storage tier, `timeout` policy: extra ticks per 1024 prefetched tokens."));
+  add(integer(
+      "cache", "prefetch_timeout_max_ticks", 0, kBig,
+      [](Scenario & s) -> auto& { return s.cache.prefetch_timeout_max_ticks; },
+      "Storage tier, `timeout` policy: the cap on a prefetch's timeout."));
+  add(integer(
+      "cache", "storage_batch_pages", 1, 1 << 20,
+      [](Scenario & s) -> auto& { return s.cache.storage_batch_pages; },
+      "Storage tier: pages per storage I/O batch (a backup or prefetch read moves at most this "
+      "many pages per step)."));
 
   // --- workload ---
   {
@@ -505,6 +528,18 @@ std::vector<FieldSpec> make_fields() {
   add(boolean(
       "scheduler", "load_back", [](Scenario & s) -> auto& { return s.scheduler.load_back; },
       "Load host-resident prefixes back to the device on a hit."));
+  add(boolean(
+      "scheduler", "batch_load_backs",
+      [](Scenario & s) -> auto& { return s.scheduler.batch_load_backs; },
+      "SGLang's way: the admits of an iteration queue their load-backs and one "
+      "ready_to_load_host_cache issues them together before the forward (false: each admit "
+      "issues its own at once)."));
+  add(boolean(
+      "scheduler", "load_back_quota",
+      [](Scenario & s) -> auto& { return s.scheduler.load_back_quota; },
+      "Give each load-back the admission budget (free + evictable device tokens minus the "
+      "running requests' decode reserve) as init_load_back's mem_quota: a larger one is "
+      "declined."));
   add(boolean(
       "scheduler", "prefetch", [](Scenario & s) -> auto& { return s.scheduler.prefetch; },
       "Prefetch from the storage tier on arrival (when storage is on)."));

@@ -91,8 +91,11 @@ bool Scheduler::iteration() {
   if (executor_.failed()) return false;
   inject_aborts();
   if (executor_.failed()) return false;
+  deferred_admits_ = 0;
   admit_waiting();
   if (executor_.failed()) return false;
+  // Batched load-backs (SGLang's scheduler): the admits queued theirs; one call issues them.
+  if (deferred_admits_ > 0 && !emit(Op{.kind = OpKind::kStartLoads})) return false;
   if (!faults_.fire(FaultSite::kComputeStall)) forward_running();
   if (executor_.failed()) return false;
   if (!check_liveness()) return false;
@@ -174,8 +177,16 @@ void Scheduler::inject_aborts() {
     running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
     if (!emit(Op{.kind = OpKind::kAbort, .rid = rid})) return;
   }
-  if (!running_.empty() && faults_.fire(FaultSite::kForcedRetract)) {
-    preempt(running_[rng_.below(running_.size())]);
+  // Never the oldest running request: like the OOM retracts, a forced one leaves the oldest
+  // to move on (at a high fire rate a request whose progress is cached only in whole pages of
+  // 64 could otherwise never cross a page: swarm seed 55, a liveness failure of the model).
+  if (running_.size() > 1 && faults_.fire(FaultSite::kForcedRetract)) {
+    const RequestId oldest = *std::min_element(running_.begin(), running_.end());
+    std::vector<RequestId> others;
+    for (RequestId rid : running_) {
+      if (rid != oldest) others.push_back(rid);
+    }
+    preempt(others[rng_.below(others.size())]);
   }
 }
 
@@ -201,6 +212,12 @@ bool Scheduler::preempt(RequestId rid) {
 void Scheduler::admit_waiting() {
   const SchedulerOptions& o = scenario_.scheduler;
   HiCache& cache = executor_.cache();
+  // A running request went without memory in the last forward: admitting or resuming more
+  // would take the room it waits for (SGLang's PrefillAdder stops admitting when memory runs
+  // short). Without this a starved pool livelocks the model: the request retracted (or
+  // offloaded) to make room is admitted again first and the starving one fails again (swarm
+  // seeds 161 and 1625).
+  if (starved_ && !running_.empty()) return;
   while (!offloaded_.empty() && static_cast<int64_t>(running_.size()) < o.max_running) {
     const RequestId rid = offloaded_.front();
     OpOutcome out;
@@ -231,8 +248,14 @@ void Scheduler::admit_waiting() {
         (!inject(FaultSite::kHostFullLoadBack, 0) || !inject(FaultSite::kDeviceFullLoadBack, 1))) {
       return;
     }
-    if (!emit(Op{.kind = OpKind::kAdmit, .rid = rid, .flag = o.load_back}, &admitted)) return;
+    const Op admit{.kind = OpKind::kAdmit,
+                   .rid = rid,
+                   .target = o.batch_load_backs ? 1u : 0u,
+                   .flag = o.load_back,
+                   .quota = o.load_back_quota ? std::max<int64_t>(0, budget) : -1};
+    if (!emit(admit, &admitted)) return;
     if (!admitted.ok) return;  // no state slot: wait for running requests to finish
+    if (o.batch_load_backs) ++deferred_admits_;
     waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(i));
     running_.push_back(rid);
   }
@@ -240,6 +263,7 @@ void Scheduler::admit_waiting() {
 
 void Scheduler::forward_running() {
   const SchedulerOptions& o = scenario_.scheduler;
+  starved_ = false;
   const std::vector<RequestId> batch = running_;
   for (RequestId rid : batch) {
     if (std::find(running_.begin(), running_.end(), rid) == running_.end()) continue;
@@ -256,8 +280,16 @@ void Scheduler::forward_running() {
       // ever finish its prefill (swarm seed 345: a liveness failure of the model, not the
       // core). Retract mid-prefill is still reached by real OOMs and by forced_retract.
       if (!out.ok && oom) continue;
+      if (!out.ok) starved_ = true;
       if (!out.ok && running_.size() > 1) {  // no room for this chunk now
-        if (!preempt(rid)) return;
+        // The oldest running request keeps its progress and the youngest makes room, so the
+        // oldest always moves on. Preempting whoever hit the OOM let a starved pool's prefills
+        // retract one another without end (swarm seed 149 once the storage draws moved the
+        // stream: a liveness failure of the model, not the core).
+        const RequestId oldest = *std::min_element(running_.begin(), running_.end());
+        const RequestId victim =
+            rid == oldest ? *std::max_element(running_.begin(), running_.end()) : rid;
+        if (!preempt(victim)) return;
       } else if (!out.ok &&
                  static_cast<int64_t>(r->tokens.size()) > scenario_.cache.device_tokens) {
         // Alone, and larger than the whole device pool: it can never run (otherwise in-flight
@@ -284,7 +316,8 @@ void Scheduler::forward_running() {
   }
 }
 
-// One decode token for `rid`; on OOM retracts others (fewest generated first), keeping `rid`;
+// One decode token for `rid`; on OOM retracts others (fewest generated first, the oldest
+// running request last), keeping `rid`;
 // aborts `rid` when even alone it cannot grow. False when the run failed.
 bool Scheduler::decode_or_retract(RequestId rid) {
   for (;;) {
@@ -299,6 +332,7 @@ bool Scheduler::decode_or_retract(RequestId rid) {
       return false;
     }
     if (out.ok || oom) return true;  // an injected failure is simply retried next iteration
+    starved_ = true;
     std::vector<RequestId> victims;
     for (RequestId other : running_) {
       if (other != rid) victims.push_back(other);
@@ -307,7 +341,12 @@ bool Scheduler::decode_or_retract(RequestId rid) {
       running_.erase(std::find(running_.begin(), running_.end(), rid));
       return emit(Op{.kind = OpKind::kAbort, .rid = rid});
     }
+    // The oldest running request goes last: otherwise a long prefill (it has generated
+    // nothing yet) is the first victim of every decode OOM and never finishes (swarm seed
+    // 6837: retracted 215 times, a liveness failure of the model, not the core).
+    const RequestId oldest = *std::min_element(running_.begin(), running_.end());
     std::sort(victims.begin(), victims.end(), [&](RequestId a, RequestId b) {
+      if ((a == oldest) != (b == oldest)) return b == oldest;
       const SimRequest* ra = executor_.request(a);
       const SimRequest* rb = executor_.request(b);
       if (ra->generated != rb->generated) return ra->generated < rb->generated;

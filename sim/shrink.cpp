@@ -21,7 +21,8 @@ std::string site(const SimViolation& v) {
 
 bool uses_rid(OpKind k) {
   return k != OpKind::kPoll && k != OpKind::kStep && k != OpKind::kStorage && k != OpKind::kTick &&
-         k != OpKind::kFlush && k != OpKind::kLiveness && k != OpKind::kInject;
+         k != OpKind::kFlush && k != OpKind::kLiveness && k != OpKind::kInject &&
+         k != OpKind::kStartLoads;
 }
 
 class Shrinker {

@@ -44,6 +44,28 @@ void draw_workload(Rng& rng, WorkloadOptions& w) {
   w.burst = rng.chance(0.3) ? rng.between(2, 16) : 1;
 }
 
+// The storage tier as users configure it: SGLang's defaults, or a byte budget smaller than the
+// working set, small I/O batches, short prefetch timeouts, a tight prefetch share of the host
+// pool; a file store (a private temporary directory) sometimes.
+void draw_storage(Rng& rng, Scenario& s) {
+  HiCacheOptions& c = s.cache;
+  if (rng.chance(0.5)) return;  // the defaults
+  c.storage_batch_pages = pick<int64_t>(rng, {1, 2, 3, 8, 128});
+  c.prefetch_capacity_fraction = pick(rng, {0.1, 0.25, 0.5, 1.0});
+  if (rng.chance(0.5)) {
+    c.prefetch_timeout_base_ticks = pick<uint64_t>(rng, {0, 1, 5, 50, 500});
+    c.prefetch_timeout_per_ki_token_ticks = pick<uint64_t>(rng, {0, 10, 100});
+    c.prefetch_timeout_max_ticks = pick<uint64_t>(rng, {10, 1000, 30000});
+  }
+  if (rng.chance(0.4)) {
+    // Roughly 4 to 256 pages of KV (aux bytes make a stored page somewhat larger).
+    const int64_t page_bytes =
+        c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
+    s.store.capacity_bytes = rng.between(4, 256) * page_bytes;
+  }
+  if (rng.chance(0.15)) s.store.backend = StorageKind::kFile;
+}
+
 }  // namespace
 
 void repair(Scenario& s) {
@@ -115,6 +137,8 @@ Scenario draw_scenario(uint64_t seed) {
   o.cpu_copy_chunk_tokens = pick<int64_t>(rng, {1, 7, 16, 8192});
   o.load_back = !rng.chance(0.1);
   o.prefetch = !rng.chance(0.1);
+  o.batch_load_backs = rng.chance(0.5);
+  o.load_back_quota = rng.chance(0.3);
 
   // Pools, from starved (the largest request fits once) to roomy; the host pool is smaller
   // than the device pool sometimes.
@@ -132,7 +156,10 @@ Scenario draw_scenario(uint64_t seed) {
   } else {
     const uint64_t components = rng.below(4);  // 0 full, 1 SWA, 2 Mamba, 3 SWA + Mamba
     if (components == 1 || components == 3) {
-      c.swa_window_tokens = rng.between(page, std::max<int64_t>(page, 4 * page + 3));
+      // Mostly a few pages; sometimes longer than most prompts, so a window reaches the root.
+      c.swa_window_tokens = rng.chance(0.25)
+                                ? rng.between(32, 512)
+                                : rng.between(page, std::max<int64_t>(page, 4 * page + 3));
       c.swa_device_tokens = rng.chance(0.5) ? 0 : c.device_tokens / 2;
       c.swa_host_tokens = rng.chance(0.5) ? 0 : c.host_tokens / 2;
     }
@@ -147,6 +174,7 @@ Scenario draw_scenario(uint64_t seed) {
     c.prefetch_stop_policy =
         pick(rng, {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
                    PrefetchStopPolicy::kTimeout});
+    draw_storage(rng, s);
   }
 
   s.faults.enabled = !rng.chance(0.1);
@@ -177,8 +205,15 @@ std::vector<std::string> features(const Scenario& s) {
   tag(c.has_swa(), "swa");
   tag(c.has_mamba(), "mamba");
   tag(s.scheduler.mode == SchedulerMode::kPd, "pd");
+  tag(s.scheduler.batch_load_backs, "batched_load_backs");
+  tag(s.scheduler.load_back_quota, "load_back_quota");
   tag(s.sparse_index_bytes_per_page > 0, "sparse_index");
   tag(s.storage, "storage");
+  tag(s.storage && s.store.capacity_bytes > 0, "storage_budget");
+  tag(s.storage && s.store.backend == StorageKind::kFile, "file_store");
+  tag(s.storage && c.storage_batch_pages < 128, "small_io_batches");
+  tag(s.storage && c.prefetch_timeout_base_ticks < 2000, "short_prefetch_timeout");
+  tag(c.has_swa() && c.swa_window_tokens >= 32, "long_window");
   tag(w.namespaces > 1, "namespaces>1");
   tag(w.cross_namespace, "cross_namespace");
   tag(w.vocab <= 12, "small_vocab");

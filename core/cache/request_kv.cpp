@@ -16,7 +16,8 @@ RequestKV::~RequestKV() {
 }
 
 std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool allow_load_back,
-                                             bool use_prefix_cache) {
+                                             bool use_prefix_cache, bool start_load,
+                                             std::optional<int64_t> load_back_quota) {
   KV_ASSERT(!active_, "admit twice");
   const bool has_swa = cache_.side_pool(ComponentType::kSwa) != nullptr;
   const bool has_mamba = cache_.side_pool(ComponentType::kMamba) != nullptr;
@@ -41,15 +42,16 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   // evicts: hold the device anchor (all components) while it runs.
   lock_ = cache_.lock(*anchor);
   if (allow_load_back && m.best_match_node != m.last_device_node) {
-    LoadBackResult lb = cache_.init_load_back(*m.best_match_node);
+    LoadBackResult lb = cache_.init_load_back(*m.best_match_node, load_back_quota);
     KV_PROBE_IF(!lb.loaded, req_load_back_declined);
     if (lb.loaded) {
       cache_.unlock(lock_);
       anchor = lb.last_node;
       lock_ = cache_.lock(*anchor);
       // Whatever reads the loaded prefix on the compute stream (the forward, the Mamba
-      // copy-on-write below) must wait for the load to land.
-      cache_.wait_for_load(cache_.ready_to_load_host_cache());
+      // copy-on-write below) must wait for the load to land. Deferred, the caller issues it
+      // with the batch; the copy-on-write below issues it early if it reads the anchor.
+      if (start_load) cache_.wait_for_load(cache_.ready_to_load_host_cache());
       out.host_hit_tokens = m.host_hit_length;
     }
   }

@@ -40,8 +40,14 @@ class RequestKV {
   // Returns nullopt when even a Mamba state slot cannot be had (nothing is then held).
   // With use_prefix_cache false (PD decode receiving KV from a prefill instance) nothing is
   // matched: every slot is the request's own.
+  // start_load false queues the load-back without issuing it, as SGLang's scheduler does for
+  // every request of a batch: the caller then issues the batch's loads with
+  // HiCache::ready_to_load_host_cache() and waits (wait_for_load) before the forward reads
+  // the prefix. load_back_quota is init_load_back's mem_quota: a load-back larger than it
+  // (plus what its locked ancestors hold) is declined.
   std::optional<AdmitOutcome> admit(std::span<const Token> tokens, bool allow_load_back = true,
-                                    bool use_prefix_cache = true);
+                                    bool use_prefix_cache = true, bool start_load = true,
+                                    std::optional<int64_t> load_back_quota = std::nullopt);
   // False (and nothing allocated) when the pools cannot supply the slots.
   bool extend(size_t new_len);
   void finish(std::span<const Token> tokens);

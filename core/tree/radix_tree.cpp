@@ -353,6 +353,7 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
       KV_PROBE(tree_insert_host_refused);
       result.refused_len = static_cast<int64_t>(aligned - pos);
       result.last_node = node;
+      check_host_insert_result(anchor, aligned, result);
       return result;
     }
     result.present_len += static_cast<int64_t>(n);
@@ -373,7 +374,24 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
     node = leaf;
   }
   result.last_node = node;
+  check_host_insert_result(anchor, aligned, result);
   return result;
+}
+
+void RadixTree::check_host_insert_result(const TreeNode& anchor, size_t aligned,
+                                         const HostInsertResult& result) const {
+  // Every aligned token is accounted for once, and last_node ends the present + inserted part.
+  KV_ASSERT(result.present_len + result.inserted_len + result.refused_len ==
+                static_cast<int64_t>(aligned),
+            "insert_host: present " + std::to_string(result.present_len) + " + inserted " +
+                std::to_string(result.inserted_len) + " + refused " +
+                std::to_string(result.refused_len) + " != " + std::to_string(aligned));
+  int64_t below_anchor = 0;
+  const TreeNode* n = result.last_node;
+  for (; n != nullptr && n != &anchor; n = n->parent)
+    below_anchor += n->token_count();
+  KV_ASSERT(n == &anchor && below_anchor == result.present_len + result.inserted_len,
+            "insert_host: last_node does not end the present and inserted tokens");
 }
 
 LockRecord RadixTree::lock(TreeNode& anchor) {

@@ -171,6 +171,8 @@ class RadixTree {
   void check_shape(SanityReport& report) const;
   void check_accounting(SanityReport& report) const;
   void check_aux(SanityReport& report) const;
+  void check_host_insert_result(const TreeNode& anchor, size_t aligned,
+                                const HostInsertResult& result) const;
   void file_aux(TreeNode& node);
   void release_aux(TreeNode& node, ReleasedSlots& out, bool device, bool host);
 

@@ -1,6 +1,7 @@
 // HiCache: write policies, eviction, load-back, the seed situations 000/001/002 and content
 // integrity across tiers. Every test ends with sanity_check() (CacheFixture::TearDown).
 #include "core/cache/hi_cache.h"
+#include "core/cache/request_kv.h"
 
 #include "tests/support/cache_fixture.h"
 
@@ -43,6 +44,57 @@ TEST_F(HiCacheTest, EvictThenLoadBackRestoresTheBytes) {
   cache_->check_hicache_events();
   EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
   EXPECT_EQ(cache_->match_prefix(0, t).device_hit_length(), 16);
+}
+
+// SGLang's batch: every admit queues its load-back, one ready_to_load_host_cache issues
+// them together, and the forward's wait covers all of them.
+TEST_F(HiCacheTest, BatchedLoadBacksIssueAsOneTransferAndOneWaitCoversThem) {
+  const std::vector<Token> a = tokens_from(1, 16);
+  const std::vector<Token> b = tokens_from(500, 16);
+  run_request(0, a);
+  run_request(0, b);
+  cache_->flush();
+  ASSERT_EQ(cache_->evict(64), 32);
+  RequestKV ra(*cache_, 0);
+  RequestKV rb(*cache_, 0);
+  ASSERT_EQ(ra.admit(a, true, true, /*start_load=*/false)->host_hit_tokens, 16);
+  ASSERT_EQ(rb.admit(b, true, true, /*start_load=*/false)->host_hit_tokens, 16);
+  EXPECT_EQ(cache_->controller().queued_loads(), 2u);
+  const int producer = cache_->ready_to_load_host_cache();
+  ASSERT_GE(producer, 0);
+  EXPECT_EQ(cache_->controller().queued_loads(), 0u);
+  EXPECT_EQ(cache_->controller().pending_loads(), 1u);  // one merged transfer, one ack
+  cache_->wait_for_load(producer);
+  backend_.drain();
+  EXPECT_TRUE(backend_.violations().empty());
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, a, ra.kv()));
+  EXPECT_TRUE(device_content_ok(0, b, rb.kv()));
+  ra.finish(a);
+  rb.finish(b);
+}
+
+// A read of a node whose load is still queued issues the queue; the batch's
+// ready_to_load_host_cache then hands out that load's producer, so its forward still waits.
+TEST_F(HiCacheTest, AReadOfAQueuedLoadIssuesItAndTheBatchStillWaitsForIt) {
+  const std::vector<Token> t = tokens_from(1, 16);
+  run_request(0, t);
+  cache_->flush();
+  ASSERT_EQ(cache_->evict(64), 16);
+  TreeNode* node = cache_->match_prefix(0, t).best_match_node;
+  const LoadBackResult lb = cache_->init_load_back(*node);
+  ASSERT_TRUE(lb.loaded);
+  EXPECT_EQ(cache_->controller().queued_loads(), 1u);
+  cache_->wait_for_loads_of(*node);
+  EXPECT_EQ(cache_->controller().queued_loads(), 0u);
+  const int producer = cache_->ready_to_load_host_cache();
+  EXPECT_GE(producer, 0);
+  EXPECT_EQ(cache_->ready_to_load_host_cache(), -1);  // handed out once
+  cache_->wait_for_load(producer);
+  backend_.drain();
+  EXPECT_TRUE(backend_.violations().empty());
+  cache_->check_hicache_events();
+  EXPECT_TRUE(device_content_ok(0, t, lb.device_indices));
 }
 
 TEST_F(HiCacheTest, ForwardWaitsOnlyForItsLayerOfTheLoad) {

@@ -140,6 +140,58 @@ TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
   f.cache_->free_swa(hog);
 }
 
+TEST(UnderEviction, AnAllocationFailsOnlyWhenNothingIsLeftToEvict) {
+  SwaFixture f;
+  for (int i = 0; i < 6; ++i)
+    f.serve(1, tokens_from(1000 + 100 * i, 8));
+  f.cache_->flush();
+  // Everything evictable goes, and the allocation still cannot be served: a rightful failure.
+  const int64_t all = f.cache_->available_device_size() + f.cache_->tree().evictable_size();
+  EXPECT_FALSE(f.cache_->alloc_device(all + f.cache_->options().page_size).has_value());
+  EXPECT_EQ(f.cache_->stats().under_evicted_allocations, 0);
+  EXPECT_FALSE(reports(*f.cache_, "evict.under_eviction"));
+}
+
+TEST(UnderEviction, AnAllocatorThatSkipsTheEvictionIsReported) {
+  SwaFixture f;
+  for (int i = 0; i < 6; ++i)
+    f.serve(1, tokens_from(1000 + 100 * i, 8));
+  f.cache_->flush();
+  // A planted allocator: the SWA pool is full, the tree holds evictable windows, and it
+  // gives up without evicting (mutant 368 of issue 11 did this for a shortfall of one slot).
+  const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
+  IndexVector hog = *f.cache_->alloc_swa(swa_free);
+  ASSERT_NE(f.cache_->tree().next_aux_victim(kSwa), nullptr);
+  f.cache_->begin_allocation();
+  ASSERT_FALSE(f.cache_->side_pool(kSwa)->alloc_for_request(4).has_value());
+  f.cache_->note_failed_allocation();
+  EXPECT_EQ(f.cache_->stats().under_evicted_allocations, 1);
+  EXPECT_TRUE(reports(*f.cache_, "evict.under_eviction"));
+  f.cache_->free_swa(hog);
+}
+
+TEST(HostBalance, TheCountersAddUpAndAHostCopyDroppedUncountedIsReported) {
+  SwaFixture f;
+  for (int i = 0; i < 6; ++i)
+    f.serve(1, tokens_from(1000 + 100 * i, 8));
+  f.cache_->flush();
+  ASSERT_GT(f.cache_->stats().write_through_tokens, 0);
+  f.cache_->evict(f.cache_->tree().evictable_size());  // backed-up leaves become host-only
+  f.cache_->evict_host(8);
+  ASSERT_GT(f.cache_->stats().evicted_host_tokens, 0);
+  EXPECT_FALSE(reports(*f.cache_, "stats.host_balance"));
+  // A planted host eviction that frees a host leaf without counting it.
+  TreeNode* victim = f.cache_->tree().next_host_victim();
+  ASSERT_NE(victim, nullptr);
+  const ReleasedSlots released = f.cache_->tree().remove_host_leaf(*victim);
+  f.cache_->host_slots().free(*released.host[0]);
+  for (size_t t = 1; t < kComponentTypesMax; ++t) {
+    if (!released.host[t]) continue;
+    f.cache_->side_pool(static_cast<ComponentType>(t))->host_slots().free(*released.host[t]);
+  }
+  EXPECT_TRUE(reports(*f.cache_, "stats.host_balance"));
+}
+
 TEST(IndexBuffersReturned, AnIndexBufferNeverReleasedIsReported) {
   SwaFixture f;
   f.serve(1, tokens_from(100, 8));
