@@ -2,8 +2,8 @@
 # The code-probe sweep (docs/probes.md): runs a bounded sweep of every named scenario with the
 # probe report in JSON, sums the reports and fails naming every probe no run reached (a path
 # the harness does not test), except the probes core/common/probe_list.h marks
-# expected_unreached, which are listed as such. Also runs 40 units of `kvsim hunt` (a few
-# seconds) when the binary has that subcommand.
+# expected_unreached, which are listed as such. Also runs 600 units of `kvsim hunt` (~20 s)
+# when the binary has that subcommand, and the stateful property tests (their probes).
 # Usage: tools/probe_sweep.sh [kvsim binary] [seeds per scenario]   (default: 40; the
 #        mooncake_synthetic scenario, 9 s a seed, runs 1 seed)
 # Budget: about 1 minute on 2 cores with the default seeds.
@@ -39,8 +39,17 @@ export kvsim out
 # workloads reach tree_divergence_mid_page, tree_ns_shared_tokens,
 # cache_evict_write_back_no_room and lb_below_threshold, which no named scenario does.
 if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
-  "$kvsim" hunt --units "${KVSIM_PROBE_HUNT_UNITS:-40}" --time-budget 0 -j "$jobs" --json \
+  "$kvsim" hunt --units "${KVSIM_PROBE_HUNT_UNITS:-600}" --time-budget 0 -j "$jobs" --json \
     --trace-dir "$out" 2>/dev/null | grep '"probe_report"' >"$out/hunt.probes.json" || true
+fi
+
+# The stateful property tests drive the core's API directly (a lock on any node, a load-back
+# with no scheduler around it): paths a simulator run never takes, such as
+# full_lock_skips_evicted. A fixed RapidCheck seed keeps the sweep the same on every machine.
+props="$(dirname "$kvsim")/../tests/kvsim_property_tests"
+if [ -x "$props" ]; then
+  KVSIM_PROBE_REPORT="$out/property.probes.json" RC_PARAMS="seed=1" \
+    "$props" --gtest_filter='HiCacheStateful.*' >/dev/null 2>&1 || true
 fi
 
 python3 "$root/tools/probes/sum_reports.py" "$out"/*.probes.json

@@ -17,7 +17,7 @@
   X(tree_insert_recompute_evicted, "core/tree/radix_tree.cpp", "insert finds an evicted node on its path and gives it the request's recomputed slots", "") \
   X(tree_insert_host_refused, "core/tree/radix_tree.cpp", "a host insert (prefetch) stops at a node with no host copy", "") \
   X(tree_ns_shared_tokens, "core/tree/radix_tree.cpp", "two namespaces hold the same first page under the root", "") \
-  X(full_lock_skips_evicted, "core/tree/full_component.cpp", "a lock anchored on an evicted node starts at its first device ancestor", "every caller locks a device-resident anchor (admit locks last_device_node, load-back the first device ancestor); only a direct API user locking an evicted node reaches it") \
+  X(full_lock_skips_evicted, "core/tree/full_component.cpp", "a lock anchored on an evicted node starts at its first device ancestor", "") \
   X(swa_lock_stops_at_tombstone, "core/tree/swa_component.cpp", "an SWA window lock stops at a node whose SWA value was tombstoned", "") \
   X(swa_split_window_locked, "core/tree/swa_component.cpp", "a node whose SWA value is window-locked is split", "") \
   X(mamba_split_state_node, "core/tree/mamba_component.cpp", "a node holding a Mamba state is split (the upper half starts as a tombstone)", "") \
@@ -26,8 +26,8 @@
   X(ctl_load_no_device, "core/tiers/cache_controller.cpp", "a load-back finds no device slots", "") \
   X(ctl_several_write_acks, "core/tiers/cache_controller.cpp", "one poll returns several finished write-throughs", "") \
   X(ctl_several_load_acks, "core/tiers/cache_controller.cpp", "one poll returns several finished loads", "") \
-  X(ctl_loads_merged, "core/tiers/cache_controller.cpp", "several queued load-backs are issued as one batch with one ack", "RequestKV::admit starts each load-back at once (ready_to_load_host_cache after every init_load_back); a scheduler that batches several load-backs per step, as SGLang's does, would reach it: no harness does") \
-  X(ctl_side_transfers_merged, "core/tiers/cache_controller.cpp", "two queued loads carry the same side pool and their transfers are merged", "as ctl_loads_merged: load-backs are never batched, so side-pool transfers are never merged") \
+  X(ctl_loads_merged, "core/tiers/cache_controller.cpp", "several queued load-backs are issued as one batch with one ack", "") \
+  X(ctl_side_transfers_merged, "core/tiers/cache_controller.cpp", "two queued loads carry the same side pool and their transfers are merged", "") \
   X(ctl_aux_only_load, "core/tiers/cache_controller.cpp", "a load batch carries side-pool data only (no full-attention KV)", "") \
   /* core/cache: HiCache */ \
   X(cache_alloc_host_evicts, "core/cache/hi_cache.cpp", "a host allocation evicts host-only leaves to make room", "") \
@@ -43,7 +43,7 @@
   X(cache_host_evict_short, "core/cache/hi_cache.cpp", "host eviction runs out of victims before freeing what was asked", "") \
   X(cache_write_ack_fragments, "core/cache/hi_cache.cpp", "a write ack publishes fragments split off its node while the copy ran", "") \
   X(lb_below_threshold, "core/cache/hi_cache_load_back.cpp", "a load-back is declined: shorter than load_back_threshold_tokens", "") \
-  X(lb_over_quota, "core/cache/hi_cache_load_back.cpp", "a load-back is declined: larger than the memory quota", "no caller passes a mem_quota to init_load_back (RequestKV::admit never does)") \
+  X(lb_over_quota, "core/cache/hi_cache_load_back.cpp", "a load-back is declined: larger than the memory quota", "") \
   X(lb_swa_window, "core/cache/hi_cache_load_back.cpp", "a load-back brings SWA window values back to the device", "") \
   X(lb_mamba_only, "core/cache/hi_cache_load_back.cpp", "a load-back brings only a Mamba state (the KV prefix is on device)", "") \
   X(lb_side_alloc_fails, "core/cache/hi_cache_load_back.cpp", "a load-back cannot pre-allocate its SWA or Mamba device slots", "") \
@@ -54,7 +54,7 @@
   X(aux_tombstone, "core/cache/hi_cache_side_pools.cpp", "side-pool eviction tombstones a node's SWA or Mamba value, keeping its KV", "") \
   X(aux_host_evicts_for_side, "core/cache/hi_cache_side_pools.cpp", "a side-pool host allocation evicts host leaves", "") \
   X(aux_backup_skipped, "core/cache/hi_cache_side_pools.cpp", "a write-through backs up the KV without its side-pool data (no side host room)", "") \
-  X(st_backup_multi_batch, "core/cache/hi_cache_storage.cpp", "a storage backup takes more than one batch step", "nodes are shorter than storage_batch_pages (128 pages); needs small batches or long nodes (hunt's swarm storage policies)") \
+  X(st_backup_multi_batch, "core/cache/hi_cache_storage.cpp", "a storage backup takes more than one batch step", "") \
   X(st_backup_set_fails, "core/cache/hi_cache_storage.cpp", "a storage write fails and stops its backup", "") \
   X(st_prefetch_rate_limited, "core/cache/hi_cache_storage.cpp", "a prefetch is refused: prefetch capacity is in use", "") \
   X(st_query_revoked, "core/cache/hi_cache_storage.cpp", "a prefetch is revoked: storage holds less than the threshold", "") \
@@ -65,9 +65,9 @@
   X(st_read_miss_after_hit, "core/cache/hi_cache_storage.cpp", "a page the hit query found is gone when read (evicted by another writer)", "") \
   X(st_read_io_error, "core/cache/hi_cache_storage.cpp", "a storage read fails with an I/O error (the page is kept)", "") \
   X(st_read_corrupt_removed, "core/cache/hi_cache_storage.cpp", "a page read back damaged or of the wrong size is removed from storage", "") \
-  X(st_prefetch_timeout, "core/cache/hi_cache_storage.cpp", "a prefetch is ended by its timeout before completing", "prefetches complete within prefetch_timeout_base_ticks (2,000 ticks); needs long storage stalls or short timeouts (hunt's swarm)") \
+  X(st_prefetch_timeout, "core/cache/hi_cache_storage.cpp", "a prefetch is ended by its timeout before completing", "") \
   X(st_prefetch_partial_finish, "core/cache/hi_cache_storage.cpp", "a prefetch finishes with fewer tokens than storage held", "") \
-  X(st_prefetch_revoked_early, "core/cache/hi_cache_storage.cpp", "a prefetch ends before host memory was committed", "only the best_effort policy (or a timeout) ends a prefetch before its host memory is committed; no scenario uses best_effort") \
+  X(st_prefetch_revoked_early, "core/cache/hi_cache_storage.cpp", "a prefetch ends before host memory was committed", "") \
   X(st_finish_overlap, "core/cache/hi_cache_storage.cpp", "a finished prefetch finds part of its pages already in the tree", "") \
   X(st_finish_refused, "core/cache/hi_cache_storage.cpp", "a finished prefetch cannot hang its pages under a node without a host copy", "") \
   X(st_abort_during_prefetch, "core/cache/hi_cache_storage.cpp", "a request is aborted while its prefetch runs", "") \
