@@ -347,13 +347,12 @@ OpOutcome Executor::admit(SimRequest& r, const Op& op) {
                 op.quota >= 0 ? std::optional<int64_t>(op.quota) : std::nullopt);
   if (!out) return {true, false};
   // RequestKV's contract: without allow_load_back nothing comes back from host.
-  if (!load_back && (out->host_hit_tokens != 0 ||
-                     cache_->stats().load_back_tokens != loaded_before)) {
-    fail("admit.contract", "request " + std::to_string(r.rid) +
-                               " was admitted without load-back, yet " +
-                               std::to_string(cache_->stats().load_back_tokens - loaded_before) +
-                               " token(s) were loaded back (host hit " +
-                               std::to_string(out->host_hit_tokens) + ")");
+  if (!load_back &&
+      (out->host_hit_tokens != 0 || cache_->stats().load_back_tokens != loaded_before)) {
+    fail("admit.contract",
+         "request " + std::to_string(r.rid) + " was admitted without load-back, yet " +
+             std::to_string(cache_->stats().load_back_tokens - loaded_before) +
+             " token(s) were loaded back (host hit " + std::to_string(out->host_hit_tokens) + ")");
   }
   if (pd()) {
     // The prefill side publishes the request's metadata; the decode side reads it once and

@@ -7,9 +7,9 @@ namespace kvsim::sim {
 namespace {
 
 const std::vector<std::string> kOpNames = {
-    "arrive", "prefetch_check", "admit", "compute", "finish", "abort", "retract",  "offload",
-    "resume", "poll",           "step",  "storage", "tick",   "flush", "liveness", "inject",
-    "start_loads"};
+    "arrive",  "prefetch_check", "admit",    "compute", "finish",     "abort",
+    "retract", "offload",        "resume",   "poll",    "step",       "storage",
+    "tick",    "flush",          "liveness", "inject",  "start_loads"};
 
 }  // namespace
 

@@ -59,17 +59,18 @@ std::optional<std::string> check_pool_sizes(HiCache& cache) {
       {"device", {cache.device_slots().capacity(), e.device_tokens}},
       {"host", {cache.host_slots().capacity(), e.host_tokens}}};
   if (const SidePool* swa = cache.side_pool(ComponentType::kSwa)) {
-    pools.push_back({"swa_device", {swa->device_slots().capacity(),
-                                    e.swa_device_tokens > 0 ? e.swa_device_tokens
-                                                            : e.device_tokens}});
-    pools.push_back({"swa_host", {swa->host_slots().capacity(),
-                                  e.swa_host_tokens > 0 ? e.swa_host_tokens : e.host_tokens}});
+    pools.push_back({"swa_device",
+                     {swa->device_slots().capacity(),
+                      e.swa_device_tokens > 0 ? e.swa_device_tokens : e.device_tokens}});
+    pools.push_back({"swa_host",
+                     {swa->host_slots().capacity(),
+                      e.swa_host_tokens > 0 ? e.swa_host_tokens : e.host_tokens}});
   }
   if (const SidePool* mamba = cache.side_pool(ComponentType::kMamba)) {
     pools.push_back({"mamba_device", {mamba->device_slots().capacity(), e.mamba_device_states}});
-    pools.push_back({"mamba_host", {mamba->host_slots().capacity(),
-                                    e.mamba_host_states > 0 ? e.mamba_host_states
-                                                            : 2 * e.mamba_device_states}});
+    pools.push_back({"mamba_host",
+                     {mamba->host_slots().capacity(),
+                      e.mamba_host_states > 0 ? e.mamba_host_states : 2 * e.mamba_device_states}});
   }
   for (const auto& [name, got_want] : pools) {
     if (got_want.first != got_want.second) {

@@ -93,7 +93,7 @@ class Scheduler {
   std::deque<RequestId> waiting_;
   std::deque<RequestId> offloaded_;  // PD: retracted to CPU, resumed before new admissions
   std::vector<RequestId> running_;
-  bool starved_ = false;  // a running request went without memory in the last forward
+  bool starved_ = false;         // a running request went without memory in the last forward
   int64_t deferred_admits_ = 0;  // admits of this iteration that queued their load-back
   OpSink sink_;
   uint64_t now_ = 0;

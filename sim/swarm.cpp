@@ -59,8 +59,7 @@ void draw_storage(Rng& rng, Scenario& s) {
   }
   if (rng.chance(0.4)) {
     // Roughly 4 to 256 pages of KV (aux bytes make a stored page somewhat larger).
-    const int64_t page_bytes =
-        c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
+    const int64_t page_bytes = c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
     s.store.capacity_bytes = rng.between(4, 256) * page_bytes;
   }
   if (rng.chance(0.15)) s.store.backend = StorageKind::kFile;

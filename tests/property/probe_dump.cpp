@@ -36,8 +36,7 @@ class ProbeDump : public ::testing::Environment {
   }
 };
 
-const ::testing::Environment* const kProbeDump =
-    ::testing::AddGlobalTestEnvironment(new ProbeDump);
+const ::testing::Environment* const kProbeDump = ::testing::AddGlobalTestEnvironment(new ProbeDump);
 
 }  // namespace
 }  // namespace kvsim
