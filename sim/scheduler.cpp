@@ -181,7 +181,7 @@ void Scheduler::inject_aborts() {
   // to move on (at a high fire rate a request whose progress is cached only in whole pages of
   // 64 could otherwise never cross a page: swarm seed 55, a liveness failure of the model).
   if (running_.size() > 1 && faults_.fire(FaultSite::kForcedRetract)) {
-    const RequestId oldest = *std::min_element(running_.begin(), running_.end());
+    const RequestId oldest = oldest_running();
     std::vector<RequestId> others;
     for (RequestId rid : running_) {
       if (rid != oldest) others.push_back(rid);
@@ -197,6 +197,12 @@ bool Scheduler::inject(FaultSite site, uint32_t what) {
                     : rng_.chance(0.5) ? 0
                                        : 1 + static_cast<int64_t>(rng_.below(8));
   return emit(Op{.kind = OpKind::kInject, .n = n, .target = what});
+}
+
+// Request ids follow arrival order: the oldest running request is the smallest id. The model
+// keeps it moving (never the retract victim), so some request always finishes.
+RequestId Scheduler::oldest_running() const {
+  return *std::min_element(running_.begin(), running_.end());
 }
 
 bool Scheduler::preempt(RequestId rid) {
@@ -286,7 +292,7 @@ void Scheduler::forward_running() {
         // oldest always moves on. Preempting whoever hit the OOM let a starved pool's prefills
         // retract one another without end (swarm seed 149 once the storage draws moved the
         // stream: a liveness failure of the model, not the core).
-        const RequestId oldest = *std::min_element(running_.begin(), running_.end());
+        const RequestId oldest = oldest_running();
         const RequestId victim =
             rid == oldest ? *std::max_element(running_.begin(), running_.end()) : rid;
         if (!preempt(victim)) return;
@@ -344,7 +350,7 @@ bool Scheduler::decode_or_retract(RequestId rid) {
     // The oldest running request goes last: otherwise a long prefill (it has generated
     // nothing yet) is the first victim of every decode OOM and never finishes (swarm seed
     // 6837: retracted 215 times, a liveness failure of the model, not the core).
-    const RequestId oldest = *std::min_element(running_.begin(), running_.end());
+    const RequestId oldest = oldest_running();
     std::sort(victims.begin(), victims.end(), [&](RequestId a, RequestId b) {
       if ((a == oldest) != (b == oldest)) return b == oldest;
       const SimRequest* ra = executor_.request(a);

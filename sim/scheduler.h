@@ -77,6 +77,7 @@ class Scheduler {
   // Takes `rid` out of the running batch: PD offloads it to CPU, otherwise it is retracted
   // back to the waiting queue. False when the run failed.
   bool preempt(RequestId rid);
+  RequestId oldest_running() const;  // running_ must not be empty
   // When `site` fires: an inject op (`what`, see OpKind::kInject) for the op that follows.
   // False when the run failed.
   bool inject(FaultSite site, uint32_t what);

@@ -1,16 +1,14 @@
 // The property tests drive the core through its API directly (locks on any node, init_load_back
 // without a scheduler), so they reach probes no simulator run reaches. With KVSIM_PROBE_REPORT
-// set to a path, this binary writes the probes its tests reached there, in the format of
-// `kvsim ... --json` (one {"probe_report": ...} line), for tools/probe_sweep.sh to add in.
+// set to a path, this binary writes the probes its tests reached there as kvsim's own JSON
+// probe report (one {"probe_report": ...} line), for tools/probe_sweep.sh to add in.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/common/probe.h"
+#include "tools/kvsim/probe_report.h"
 
 namespace kvsim {
 namespace {
@@ -20,19 +18,7 @@ class ProbeDump : public ::testing::Environment {
   void TearDown() override {
     const char* path = std::getenv("KVSIM_PROBE_REPORT");
     if (path == nullptr || *path == '\0') return;
-    nlohmann::json probes = nlohmann::json::object();
-    nlohmann::json expected = nlohmann::json::array();
-    for (const probes::Count& c : probes::snapshot())
-      probes[std::string(c.name)] = c.count;
-    for (const probes::Info& info : probes::all()) {
-      if (!info.expected_unreached.empty()) expected.push_back(std::string(info.name));
-    }
-    const nlohmann::json report = {{"probe_report",
-                                    {{"enabled", probes::kEnabled},
-                                     {"runs", 1},
-                                     {"probes", probes},
-                                     {"expected_unreached", expected}}}};
-    std::ofstream(path) << report.dump() << "\n";
+    std::ofstream(path) << tools::probe_report_json(probes::snapshot(), 1).dump() << "\n";
   }
 };
 

@@ -63,6 +63,14 @@ WindowState build_window_state(SwaFixture& f) {
   return s;
 }
 
+// Serves `n` unrelated 8-token requests and lands every copy: a tree of `n` evictable,
+// backed-up leaves.
+void serve_distinct(SwaFixture& f, int n) {
+  for (int i = 0; i < n; ++i)
+    f.serve(1, tokens_from(1000 + 100 * i, 8));
+  f.cache_->flush();
+}
+
 TEST(LoadBackWindowWhole, MakingRoomNeverTakesTheWindowValuesAlreadyOnDevice) {
   SwaFixture f;
   WindowState s = build_window_state(f);
@@ -106,9 +114,7 @@ TEST(LoadBackWindowWhole, CheckNamesTheFirstHoleInTheWindow) {
 
 TEST(OverEviction, AllocationsUnderPressureEvictOnlyTheShortfall) {
   SwaFixture f;
-  for (int i = 0; i < 12; ++i)
-    f.serve(1, tokens_from(1000 + 100 * i, 8));
-  f.cache_->flush();
+  serve_distinct(f, 12);
   // Fill both pools so each allocation below must evict.
   const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
   IndexVector swa_hog = *f.cache_->alloc_swa(swa_free);
@@ -127,9 +133,7 @@ TEST(OverEviction, AllocationsUnderPressureEvictOnlyTheShortfall) {
 
 TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
   SwaFixture f;
-  for (int i = 0; i < 6; ++i)
-    f.serve(1, tokens_from(1000 + 100 * i, 8));
-  f.cache_->flush();
+  serve_distinct(f, 6);
   // A planted allocator: it needs 4 more SWA slots but asks the eviction for 24.
   const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
   IndexVector hog = *f.cache_->alloc_swa(swa_free);
@@ -142,9 +146,7 @@ TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
 
 TEST(UnderEviction, AnAllocationFailsOnlyWhenNothingIsLeftToEvict) {
   SwaFixture f;
-  for (int i = 0; i < 6; ++i)
-    f.serve(1, tokens_from(1000 + 100 * i, 8));
-  f.cache_->flush();
+  serve_distinct(f, 6);
   // Everything evictable goes, and the allocation still cannot be served: a rightful failure.
   const int64_t all = f.cache_->available_device_size() + f.cache_->tree().evictable_size();
   EXPECT_FALSE(f.cache_->alloc_device(all + f.cache_->options().page_size).has_value());
@@ -154,9 +156,7 @@ TEST(UnderEviction, AnAllocationFailsOnlyWhenNothingIsLeftToEvict) {
 
 TEST(UnderEviction, AnAllocatorThatSkipsTheEvictionIsReported) {
   SwaFixture f;
-  for (int i = 0; i < 6; ++i)
-    f.serve(1, tokens_from(1000 + 100 * i, 8));
-  f.cache_->flush();
+  serve_distinct(f, 6);
   // A planted allocator: the SWA pool is full, the tree holds evictable windows, and it
   // gives up without evicting (mutant 368 of issue 11 did this for a shortfall of one slot).
   const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
@@ -172,9 +172,7 @@ TEST(UnderEviction, AnAllocatorThatSkipsTheEvictionIsReported) {
 
 TEST(HostBalance, TheCountersAddUpAndAHostCopyDroppedUncountedIsReported) {
   SwaFixture f;
-  for (int i = 0; i < 6; ++i)
-    f.serve(1, tokens_from(1000 + 100 * i, 8));
-  f.cache_->flush();
+  serve_distinct(f, 6);
   ASSERT_GT(f.cache_->stats().write_through_tokens, 0);
   f.cache_->evict(f.cache_->tree().evictable_size());  // backed-up leaves become host-only
   f.cache_->evict_host(8);
