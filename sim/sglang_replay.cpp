@@ -30,7 +30,8 @@ SglangTrace::SglangTrace(std::vector<MooncakeRecord> records, bool tail_hash, bo
                      std::to_string(total) + " tokens do not fit 32-bit token ids");
   }
   Token next_unique = static_cast<Token>(unique_base);
-  tokens_.reserve(static_cast<size_t>(total));
+  std::vector<Token> tokens;
+  tokens.reserve(static_cast<size_t>(total));
   offsets_.reserve(records.size() + 1);
   input_len_.reserve(records.size());
   offsets_.push_back(0);
@@ -41,21 +42,22 @@ SglangTrace::SglangTrace(std::vector<MooncakeRecord> records, bool tail_hash, bo
       const auto first =
           static_cast<Token>(r.hash_ids[static_cast<size_t>(b)] * kSglangBlockTokens);
       for (Token j = 0; j < kSglangBlockTokens; ++j)
-        tokens_.push_back(first + j);
+        tokens.push_back(first + j);
     }
     if (tail > 0) {
       const auto first =
           static_cast<Token>(r.hash_ids[static_cast<size_t>(full_blocks)] * kSglangBlockTokens);
       for (int64_t j = 0; j < tail; ++j)
-        tokens_.push_back(tail_hash ? first + static_cast<Token>(j) : next_unique++);
+        tokens.push_back(tail_hash ? first + static_cast<Token>(j) : next_unique++);
     }
     if (with_output) {
       for (int64_t k = 0; k < r.output_length; ++k)
-        tokens_.push_back(next_unique++);
+        tokens.push_back(next_unique++);
     }
     input_len_.push_back(r.input_length);
-    offsets_.push_back(static_cast<int64_t>(tokens_.size()));
+    offsets_.push_back(static_cast<int64_t>(tokens.size()));
   }
+  tokens_ = TokenRun::adopt(std::move(tokens));
 }
 
 SglangTrace SglangTrace::load(const std::string& path, bool tail_hash, bool with_output,
@@ -91,7 +93,7 @@ SglangReplayResult replay_sglang_ops(const SglangTrace& trace, const SglangRepla
   const auto loop0 = Clock::now();
   for (size_t i = 0; i < trace.size(); ++i) {
     std::span<const Token> input = trace.input(i);
-    std::span<const Token> ins = trace.inserted(i);
+    const TokenRun ins = trace.inserted(i);
     std::span<const Token> mkey = input;
     if (o.server_match_limit && !mkey.empty()) mkey = mkey.first(mkey.size() - 1);
 

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tree/token_run.h"
+
 #include "core/common/types.h"
 #include "sim/mooncake.h"
 
@@ -83,7 +85,8 @@ struct SglangReplayResult {
 };
 
 // A Mooncake trace with its token streams laid out once (the op stream's input). The prompts
-// are expanded up front so that a replay's timed loop only reads them.
+// are expanded up front so that a replay's timed loop only reads them, into shared storage
+// that the tree's keys view (RadixTree::insert of a TokenRun): a replay copies no token.
 class SglangTrace {
  public:
   SglangTrace(std::vector<MooncakeRecord> records, bool tail_hash, bool with_output);
@@ -94,10 +97,13 @@ class SglangTrace {
   size_t size() const { return offsets_.size() - 1; }
   int64_t input_length(size_t i) const { return input_len_[i]; }
   // Input tokens followed by the output tokens (when built with_output).
-  std::span<const Token> inserted(size_t i) const {
-    return {tokens_.data() + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
+  TokenRun inserted(size_t i) const {
+    return tokens_.slice(static_cast<size_t>(offsets_[i]),
+                         static_cast<size_t>(offsets_[i + 1] - offsets_[i]));
   }
-  std::span<const Token> input(size_t i) const { return inserted(i).first(input_len_[i]); }
+  std::span<const Token> input(size_t i) const {
+    return inserted(i).span().first(static_cast<size_t>(input_len_[i]));
+  }
   bool tail_hash() const { return tail_hash_; }
   bool with_output() const { return with_output_; }
   size_t total_tokens() const { return tokens_.size(); }
@@ -105,7 +111,7 @@ class SglangTrace {
  private:
   bool tail_hash_;
   bool with_output_;
-  std::vector<Token> tokens_;
+  TokenRun tokens_;  // every request's tokens, back to back
   std::vector<int64_t> offsets_;
   std::vector<int64_t> input_len_;
 };

@@ -24,7 +24,7 @@ std::string esc(const std::string& s) {
   return out;
 }
 
-std::string tokens_text(const std::vector<Token>& key, size_t shown) {
+std::string tokens_text(std::span<const Token> key, size_t shown) {
   std::ostringstream os;
   os << "[";
   const size_t n = key.size();

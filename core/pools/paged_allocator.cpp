@@ -1,6 +1,7 @@
 #include "core/pools/paged_allocator.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "core/common/assert.h"
@@ -84,6 +85,7 @@ void PagedSlotAllocator::free(const IndexVector& slots) {
   KV_ASSERT(slots.size() % static_cast<size_t>(page_size_) == 0,
             "free of " + std::to_string(slots.size()) + " slots: not whole pages");
   const size_t step = static_cast<size_t>(page_size_);
+  if (slots.stride() == page_size_ && free_pages(slots.entries())) return;
   // Validate every page before changing anything, so a caught failure leaves no trace.
   size_t claimed = 0;
   while (claimed < slots.size() && claim_page_for_free(slots, claimed))
@@ -101,6 +103,38 @@ void PagedSlotAllocator::free(const IndexVector& slots) {
   for (size_t i = 0; i < claimed; i += step)
     state_[static_cast<size_t>(slots[i] / page_size_)] = kAllocated;  // roll back the claims
   KV_ASSERT(false, problem);
+}
+
+bool PagedSlotAllocator::free_pages(std::span<const SlotIndex> firsts) {
+  // The hot path (what alloc handed out, one entry per page): claim, then commit. On any
+  // problem the claims are rolled back and the slot-by-slot path names it.
+  // A power-of-two page size divides by shifting (the common case: 1, 16, 64, 512).
+  const bool pow2 = (page_size_ & (page_size_ - 1)) == 0;
+  const int shift = std::countr_zero(static_cast<uint32_t>(page_size_));
+  const SlotIndex mask = page_size_ - 1;
+  auto page_of = [&](SlotIndex first) -> int64_t {
+    return pow2 ? first >> shift : first / page_size_;
+  };
+  size_t claimed = 0;
+  for (; claimed < firsts.size(); ++claimed) {
+    const SlotIndex first = firsts[claimed];
+    if (first < page_size_ || (pow2 ? (first & mask) : first % page_size_) != 0) break;
+    const int64_t page = page_of(first);
+    if (page > page_count_ || state_[static_cast<size_t>(page)] != kAllocated) break;
+    state_[static_cast<size_t>(page)] = kFreeing;
+  }
+  if (claimed < firsts.size()) {
+    for (size_t i = 0; i < claimed; ++i)
+      state_[static_cast<size_t>(page_of(firsts[i]))] = kAllocated;
+    return false;
+  }
+  free_pages_.reserve(free_pages_.size() + firsts.size());
+  for (const SlotIndex first : firsts) {
+    const int64_t page = page_of(first);
+    state_[static_cast<size_t>(page)] = kFree;
+    free_pages_.push_back(page);
+  }
+  return true;
 }
 
 bool PagedSlotAllocator::is_allocated(SlotIndex slot) const {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ class PagedSlotAllocator {
   std::string check() const;
 
  private:
+  // Frees whole pages given by their first slots; false (nothing changed) on any bad page.
+  bool free_pages(std::span<const SlotIndex> firsts);
   friend struct PagedSlotAllocatorTestPeer;  // tests corrupt the state to exercise check()
 
   enum PageState : uint8_t { kFree = 0, kAllocated = 1, kFreeing = 2 };

@@ -104,7 +104,7 @@ size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const Toke
   return n / static_cast<size_t>(options_.page_size) * static_cast<size_t>(options_.page_size);
 }
 
-TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, std::vector<Token> key) {
+TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, TokenRun key) {
   KV_ASSERT(!key.empty() && key.size() % static_cast<size_t>(options_.page_size) == 0,
             "Key should be page-aligned");
   auto node = std::make_unique<TreeNode>();
@@ -141,8 +141,9 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   prefix->id = next_id_++;
   prefix->parent = parent;
   prefix->ns = node.ns;
-  prefix->key.assign(node.key.begin(), node.key.begin() + static_cast<ptrdiff_t>(prefix_tokens));
-  node.key.erase(node.key.begin(), node.key.begin() + static_cast<ptrdiff_t>(prefix_tokens));
+  // Both halves view the node's key storage: no token moves.
+  prefix->key = node.key.first(prefix_tokens);
+  node.key = node.key.drop_front(prefix_tokens);
   for (const auto& c : components_)
     c->on_split(*prefix, node, prefix_tokens);
   prefix->hit_count = node.hit_count;
@@ -270,6 +271,17 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
 
 InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
                                const IndexVector& value, const AuxInsertValues& aux) {
+  return insert_tokens(ns, tokens, nullptr, value, aux);
+}
+
+InsertResult RadixTree::insert(Namespace ns, const TokenRun& tokens, const IndexVector& value,
+                               const AuxInsertValues& aux) {
+  return insert_tokens(ns, tokens.span(), &tokens, value, aux);
+}
+
+InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const Token> tokens,
+                                      const TokenRun* shared, const IndexVector& value,
+                                      const AuxInsertValues& aux) {
   const auto page = static_cast<size_t>(options_.page_size);
   const size_t aligned = tokens.size() / page * page;
   KV_ASSERT(value.tier() == Tier::kDevice, "insert needs device slots");
@@ -312,9 +324,10 @@ InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
     node = child;
   }
   if (pos < aligned) {
-    TreeNode* leaf = new_node(node, ns,
-                              std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
-                                                 tokens.begin() + static_cast<ptrdiff_t>(aligned)));
+    // The new leaf views the caller's shared storage when it has some; else a copy.
+    TokenRun key = shared != nullptr ? shared->slice(pos, aligned - pos)
+                                     : TokenRun::copy_of(tokens.subspan(pos, aligned - pos));
+    TreeNode* leaf = new_node(node, ns, std::move(key));
     set_device_value(*leaf, value.slice(pos, aligned));
     adopt_swa(*leaf, pos, aligned - pos);
     bump_hit_count(*leaf);
@@ -361,9 +374,7 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
     node = child;
   }
   if (pos < aligned) {
-    TreeNode* leaf = new_node(node, ns,
-                              std::vector<Token>(tokens.begin() + static_cast<ptrdiff_t>(pos),
-                                                 tokens.begin() + static_cast<ptrdiff_t>(aligned)));
+    TreeNode* leaf = new_node(node, ns, TokenRun::copy_of(tokens.subspan(pos, aligned - pos)));
     leaf->full().host_value = host_value.slice(pos, aligned);
     if (!hashes.empty()) {
       leaf->hash_value.assign(hashes.begin() + static_cast<ptrdiff_t>(pos / page),

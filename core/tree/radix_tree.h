@@ -76,6 +76,10 @@ class RadixTree {
   // with its SWA slots, and the last node takes its Mamba state if it has none.
   InsertResult insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value,
                       const AuxInsertValues& aux = {});
+  // The same, but new nodes view `tokens`' shared storage instead of copying it (prompts kept
+  // in shared storage are then stored once, whatever the number of trees or requests).
+  InsertResult insert(Namespace ns, const TokenRun& tokens, const IndexVector& value,
+                      const AuxInsertValues& aux = {});
   // Inserts host-only nodes for `tokens` (a continuation of `anchor`'s path) with host slots
   // `host_value`, as a storage prefetch does. Descends existing nodes; stops before a node
   // without a host copy. The caller frees host slots of present and refused tokens.
@@ -146,7 +150,10 @@ class RadixTree {
   void sanity_check(SanityReport& report) const;
 
  private:
-  TreeNode* new_node(TreeNode* parent, Namespace ns, std::vector<Token> key);
+  TreeNode* new_node(TreeNode* parent, Namespace ns, TokenRun key);
+  // insert(): `shared`, when set, is the storage `tokens` views (new keys share it).
+  InsertResult insert_tokens(Namespace ns, std::span<const Token> tokens, const TokenRun* shared,
+                             const IndexVector& value, const AuxInsertValues& aux);
   TreeNode* split(TreeNode& node, size_t prefix_tokens);
   // The child of `node` matching the start of `rest`, split so that it ends where the match
   // does (*matched tokens); nullptr when no child starts with rest's first page. With

@@ -26,6 +26,7 @@
 #include "core/common/types.h"
 #include "core/pools/index_vector.h"
 #include "core/tree/child_index.h"
+#include "core/tree/token_run.h"
 
 namespace kvsim {
 
@@ -57,8 +58,8 @@ struct ReleasedSlots {
 
 // Children are found by namespace + first page, which keeps tenants disjoint. A ChildKey is a
 // view: the key stored in a parent's map points into the child's own key (tokens are stored
-// once), and lookups point into the caller's tokens (no allocation per tree step). Ordered by
-// namespace, then lexicographically by page.
+// once, core/tree/token_run.h), and lookups point into the caller's tokens (no allocation per tree
+// step). Ordered by namespace, then lexicographically by page.
 struct ChildKey {
   Namespace ns = 0;
   std::span<const Token> page;
@@ -94,7 +95,7 @@ struct TreeNode {
   NodeId id = 0;
   TreeNode* parent = nullptr;
   Namespace ns = 0;
-  std::vector<Token> key;
+  TokenRun key;  // shared, read-only storage: a split or a shared insert copies no token
   std::map<ChildKey, std::unique_ptr<TreeNode>, ChildKeyLess> children;
   // Hash index over `children` for lookups, kept by RadixTree once the node has
   // ChildIndex::kMinChildren children (null below that); children stays the owner.

@@ -607,7 +607,10 @@ class PyTree {
 
   // Copies: a node's storage may be split or freed by the next call, so no view is handed out.
   py::array_t<int32_t> node_key(NodeId id) {
-    std::vector<Token> key = read([&] { return node_or_throw(id).key; });
+    std::vector<Token> key = read([&] {
+      const TokenRun& k = node_or_throw(id).key;
+      return std::vector<Token>(k.begin(), k.end());
+    });
     return py::array_t<int32_t>(static_cast<py::ssize_t>(key.size()), key.data());
   }
   py::array_t<int64_t> node_value(NodeId id) {
