@@ -4,6 +4,14 @@
 #include <bit>
 #include <cstring>
 
+// x86-64 with GCC: an AVX-512 clone of the per-item loops next to the baseline one, picked at
+// load time (eight 64-bit multiplies per item vectorise with AVX-512DQ). Same results.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KVSIM_ITEM_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define KVSIM_ITEM_CLONES
+#endif
+
 namespace kvsim::sim {
 namespace {
 
@@ -102,8 +110,9 @@ inline void store_word(std::byte* p, uint64_t w) {
 
 }  // namespace
 
-void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t count, int32_t layer,
-                ContentKind kind, size_t item_bytes, std::byte* out) {
+KVSIM_ITEM_CLONES void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t count,
+                                  int32_t layer, ContentKind kind, size_t item_bytes,
+                                  std::byte* out) {
   if (item_bytes == 8) {
     for (size_t i = 0; i < count; ++i) {
       const size_t pos = first + i;
@@ -117,9 +126,10 @@ void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t coun
   }
 }
 
-size_t first_wrong_item(std::span<const uint64_t> prefix_hash, std::span<const size_t> positions,
-                        int32_t layer, ContentKind kind, size_t item_bytes, const std::byte* got,
-                        std::vector<std::byte>& scratch) {
+KVSIM_ITEM_CLONES size_t first_wrong_item(std::span<const uint64_t> prefix_hash,
+                                          std::span<const size_t> positions, int32_t layer,
+                                          ContentKind kind, size_t item_bytes, const std::byte* got,
+                                          std::vector<std::byte>& scratch) {
   const size_t count = positions.empty() ? prefix_hash.size() : positions.size();
   if (item_bytes == 8) {
     for (size_t i = 0; i < count; ++i) {

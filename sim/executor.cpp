@@ -576,16 +576,11 @@ void Executor::forward(SimRequest& r, size_t from, size_t to) {
   auto write_runs = [&](KVPool& pool, const IndexVector& slots, ContentKind kind) {
     const KVPoolView& view = pool.view();
     for (int32_t layer = 0; layer < view.layer_count; ++layer) {
-      size_t i = from;
-      while (i < to) {
-        size_t j = i + 1;
-        while (j < to && slots[j] == slots[j - 1] + 1)
-          ++j;
+      slots.for_each_run(from, to, [&](size_t i, size_t j) {
         bytes.resize((j - i) * view.item_bytes);
         fill_items(r.prefix_hash, i, j - i, layer, kind, view.item_bytes, bytes.data());
         backend_.upload_async(compute, view.block, view.offset(layer, slots[i]), bytes, "forward");
-        i = j;
-      }
+      });
     }
   };
   write_runs(cache_->device_pool(), r.kv->kv(), ContentKind::kFull);

@@ -15,6 +15,7 @@
 //     contents (size, [], ==, slots()) are those slots, whatever the stride.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -103,6 +104,29 @@ class IndexVector {
     for (size_t i = 0; i < out.size(); ++i)
       out[i] = (*this)[i];
     return out;
+  }
+
+  // Calls f(i, j) for each maximal run [i, j) of consecutive slots within [from, to), in
+  // order. Page-granular vectors are walked by entry: no per-token division.
+  template <typename F>
+  void for_each_run(size_t from, size_t to, F&& f) const {
+    KV_ASSERT(from <= to && to <= size(), "run range out of range");
+    const auto s = static_cast<size_t>(stride_);
+    size_t i = from;
+    while (i < to) {
+      size_t j = i + 1;
+      if (s == 1) {
+        while (j < to && entries_[j] == entries_[j - 1] + 1)
+          ++j;
+      } else {
+        // To the end of i's page, then whole pages while each starts where the last ended.
+        j = std::min((i / s + 1) * s, to);
+        while (j < to && entries_[j / s] == entries_[j / s - 1] + static_cast<SlotIndex>(s))
+          j = std::min(j + s, to);
+      }
+      f(i, j);
+      i = j;
+    }
   }
 
   // A host-resident copy of [begin, end). Slicing never aliases: every node owns its indices.
