@@ -101,8 +101,11 @@ class IndexVector {
   std::vector<SlotIndex> to_vector() const {
     if (stride_ == 1) return entries_;
     std::vector<SlotIndex> out(size());
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = (*this)[i];
+    SlotIndex* o = out.data();
+    for (const SlotIndex first : entries_) {  // page by page: no division per slot
+      for (SlotIndex t = 0; t < stride_; ++t)
+        *o++ = first + t;
+    }
     return out;
   }
 

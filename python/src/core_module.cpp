@@ -203,6 +203,33 @@ KVSIM_VECTOR_CLONES int64_t or_all(const int64_t* v, size_t n) {
   return all;
 }
 
+// True when every page of n slots holds page consecutive slots (v[k*page + j] == v[k*page] + j):
+// one OR-reduction per page, which vectorises.
+KVSIM_VECTOR_CLONES bool pages_consecutive(const int64_t* v, size_t n, size_t page) {
+  uint64_t diff = 0;
+  for (size_t k = 0; k + page <= n; k += page) {
+    const int64_t first = v[k];
+    const int64_t* p = v + k;
+    for (size_t j = 0; j < page; ++j)
+      diff |= static_cast<uint64_t>((p[j] - static_cast<int64_t>(j)) ^ first);
+  }
+  return diff == 0;
+}
+
+// The tree's form of a caller's slots: one entry per page when each page's slots are
+// consecutive (what a paged allocator hands out: the tree then stores, slices and returns one
+// index per page), else one per token. Same contents either way (IndexVector invariant 3).
+IndexVector device_value(std::span<const SlotIndex> slots, int32_t page_size) {
+  const auto page = static_cast<size_t>(page_size);
+  if (page > 1 && slots.size() % page == 0 && pages_consecutive(slots.data(), slots.size(), page)) {
+    std::vector<SlotIndex> firsts(slots.size() / page);
+    for (size_t k = 0; k < firsts.size(); ++k)
+      firsts[k] = slots[k * page];
+    return IndexVector::pages(Tier::kDevice, page_size, std::move(firsts));
+  }
+  return IndexVector(Tier::kDevice, std::vector<SlotIndex>(slots.begin(), slots.end()));
+}
+
 // Tokens as the core's 32-bit Token: in place for int32 input, range-checked copy otherwise.
 class Tokens {
  public:
@@ -215,7 +242,9 @@ class Tokens {
     // together what the narrowing lost; only a failing batch looks for the offending index.
     const int64_t* src = buf_.data64();
     const size_t n = buf_.size();
-    copy_.reset(new Token[n]);  // no zero fill: narrow() writes every element once
+    // Shared storage (no zero fill: narrow() writes every element once): an insert's new
+    // nodes view it instead of copying the tokens a second time.
+    copy_ = std::make_shared_for_overwrite<Token[]>(n);
     Token* dst = copy_.get();
     const uint64_t lost = narrow(src, n, dst);
     if (lost != 0) {
@@ -231,10 +260,15 @@ class Tokens {
   }
   std::span<const Token> span() const { return span_; }
   size_t size() const { return span_.size(); }
+  // The narrowed copy as shared storage; empty when the tokens were read in place (int32).
+  TokenRun shared_copy() const {
+    if (!copy_) return {};
+    return TokenRun(std::shared_ptr<const Token>(copy_, copy_.get()), span_.size());
+  }
 
  private:
   IntBuffer buf_;
-  std::unique_ptr<Token[]> copy_;
+  std::shared_ptr<Token[]> copy_;
   std::span<const Token> span_;
 };
 
@@ -431,12 +465,15 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
-    // One copy (no zero fill first), then a vectorised check of the copy.
-    std::vector<SlotIndex> slots;
+    // int64 slots are read in place (int32 ones widened once), then checked in one
+    // vectorised pass.
+    std::vector<SlotIndex> widened;
+    std::span<const SlotIndex> slots;
     if (value.data64() != nullptr) {
-      slots.assign(value.data64(), value.data64() + n);
+      slots = std::span<const SlotIndex>(value.data64(), n);
     } else {
-      slots.assign(value.data32(), value.data32() + n);
+      widened.assign(value.data32(), value.data32() + n);
+      slots = widened;
     }
     const int64_t any_negative = or_all(slots.data(), n);
     if (any_negative < 0) {
@@ -450,7 +487,9 @@ class PyTree {
     run(n, [&] {
       if (recording()) rec_->begin_insert(ns, tokens.span().first(n), slots);
       on_fail_ = sim::CallKind::kInsert;
-      r = tree_->insert(ns, tokens.span(), IndexVector(Tier::kDevice, std::move(slots)));
+      const IndexVector v = device_value(slots, tree_->page_size());
+      const TokenRun shared = tokens.shared_copy();
+      r = shared.empty() ? tree_->insert(ns, tokens.span(), v) : tree_->insert(ns, shared, v);
       stats_.insert_calls += 1;
       stats_.insert_tokens += static_cast<int64_t>(n);
       stats_.new_tokens += static_cast<int64_t>(n) - r.prefix_len;

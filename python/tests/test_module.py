@@ -35,6 +35,22 @@ def test_page_alignment_and_prefix_len():
     assert idx.tolist() == list(range(100, 108)) + [208, 209, 210, 211]
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_values_keep_every_slot_whatever_their_layout(dtype):
+    # Pages of consecutive slots are stored one index per page, others one per token; a match
+    # (and the split it makes) must give back exactly the slots inserted, either way.
+    t = kvsim.RadixTree(page_size=4)
+    consecutive = [40, 41, 42, 43, 8, 9, 10, 11]
+    scrambled = [7, 3, 5, 1]
+    t.insert(np.arange(8), np.array(consecutive, dtype=dtype))
+    t.insert(np.arange(12), np.array(consecutive + scrambled, dtype=dtype))
+    idx, _ = t.match_prefix(np.arange(4))  # splits the first node inside its pages
+    assert idx.tolist() == consecutive[:4]
+    idx, _ = t.match_prefix(np.arange(12))
+    assert idx.tolist() == consecutive + scrambled
+    assert t.sanity_check() == []
+
+
 def test_namespaces_are_disjoint():
     t = kvsim.RadixTree()
     t.insert([1, 2], [5, 6], namespace=1)
