@@ -30,16 +30,29 @@ class ChildIndex {
   // Fan-out from which a node keeps an index (below it the ordered map is as fast).
   static constexpr size_t kMinChildren = 16;
 
+  // Four independent multiply-xorshift lanes over 64-bit words (the CPU overlaps them; one
+  // dependent chain made hashing a 512-token page the cost of a lookup), folded at the end.
   static uint64_t hash(Namespace ns, std::span<const Token> page) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(ns) * 0xC2B2AE3D27D4EB4Full);
+    constexpr uint64_t kMul = 0xFF51AFD7ED558CCDull;
+    auto mix = [](uint64_t h, uint64_t w) {
+      h = (h ^ w) * kMul;
+      return h ^ (h >> 29);
+    };
+    const uint64_t seed =
+        0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(ns) * 0xC2B2AE3D27D4EB4Full);
+    uint64_t a = seed, b = seed + 1, c = seed + 2, d = seed + 3;
     size_t i = 0;
-    for (; i + 2 <= page.size(); i += 2) {
-      uint64_t w = 0;
-      std::memcpy(&w, page.data() + i, sizeof w);
-      h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-      h ^= h >> 29;
+    for (; i + 8 <= page.size(); i += 8) {
+      uint64_t w[4];
+      std::memcpy(w, page.data() + i, sizeof w);
+      a = mix(a, w[0]);
+      b = mix(b, w[1]);
+      c = mix(c, w[2]);
+      d = mix(d, w[3]);
     }
-    if (i < page.size()) h = (h ^ static_cast<uint32_t>(page[i])) * 0xFF51AFD7ED558CCDull;
+    for (; i < page.size(); ++i)
+      a = mix(a, static_cast<uint32_t>(page[i]));
+    uint64_t h = mix(mix(mix(mix(seed, a), b), c), d);
     h ^= h >> 32;
     return h;
   }

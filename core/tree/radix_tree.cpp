@@ -70,22 +70,27 @@ TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns,
   return it == node.children.end() ? nullptr : it->second.get();
 }
 
+uint64_t RadixTree::first_page_hash(TreeNode& node) const {
+  if (!node.first_page_hash) {
+    node.first_page_hash = ChildIndex::hash(node.ns, child_key(node.ns, node.key).page);
+  }
+  return *node.first_page_hash;
+}
+
 void RadixTree::index_child(TreeNode& node, TreeNode* child) {
   if (!node.child_index) {
     if (node.children.size() < ChildIndex::kMinChildren) return;
     node.child_index = std::make_unique<ChildIndex>();
     for (const auto& [key, c] : node.children)
-      node.child_index->insert(ChildIndex::hash(key.ns, key.page), c.get());
+      node.child_index->insert(first_page_hash(*c), c.get());
     return;
   }
-  node.child_index->insert(ChildIndex::hash(child->ns, child_key(child->ns, child->key).page),
-                           child);
+  node.child_index->insert(first_page_hash(*child), child);
 }
 
-void RadixTree::unindex_child(TreeNode& node, const TreeNode* child) {
+void RadixTree::unindex_child(TreeNode& node, TreeNode* child) {
   if (!node.child_index) return;
-  const bool erased = node.child_index->erase(
-      ChildIndex::hash(child->ns, child_key(child->ns, child->key).page), child);
+  const bool erased = node.child_index->erase(first_page_hash(*child), child);
   KV_ASSERT(erased, "child index lacks child " + std::to_string(child->id));
 }
 
@@ -151,6 +156,8 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   prefix->last_access = node.last_access;
   prefix->creation = node.creation;
   prefix->write_through_pending = node.write_through_pending;
+  prefix->first_page_hash = node.first_page_hash;  // same namespace and first page
+  node.first_page_hash.reset();
   if (!node.hash_value.empty()) {
     const size_t pages = prefix_tokens / static_cast<size_t>(options_.page_size);
     prefix->hash_value.assign(node.hash_value.begin(),
@@ -639,8 +646,11 @@ void RadixTree::check_shape(SanityReport& report) const {
       bool indexed = n.child_index->size() == n.children.size();
       for (const auto& [key, child] : n.children) {
         const TreeNode* c = child.get();
-        indexed = indexed && n.child_index->find(ChildIndex::hash(key.ns, key.page),
-                                                 [&](const TreeNode* x) { return x == c; }) == c;
+        const uint64_t h = ChildIndex::hash(key.ns, key.page);
+        if (c->first_page_hash && *c->first_page_hash != h) {
+          report.add("tree.shape", "cached first-page hash is stale", c->id);
+        }
+        indexed = indexed && n.child_index->find(h, [&](const TreeNode* x) { return x == c; }) == c;
       }
       if (!indexed) report.add("tree.shape", "child index differs from the children", n.id);
     }

@@ -166,7 +166,9 @@ class RadixTree {
   TreeNode* find_child(const TreeNode& node, Namespace ns, std::span<const Token> rest) const;
   // Keep node.child_index in step with node.children (call after adding / before removing).
   void index_child(TreeNode& node, TreeNode* child);
-  void unindex_child(TreeNode& node, const TreeNode* child);
+  void unindex_child(TreeNode& node, TreeNode* child);
+  // node's ChildIndex hash, computed once and kept on the node.
+  uint64_t first_page_hash(TreeNode& node) const;
   size_t common_prefix(std::span<const Token> key, std::span<const Token> tokens) const;
   void refresh_leaf(TreeNode& node);
   void refresh_leaf_and_parent(TreeNode& node);

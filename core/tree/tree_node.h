@@ -100,6 +100,9 @@ struct TreeNode {
   // Hash index over `children` for lookups, kept by RadixTree once the node has
   // ChildIndex::kMinChildren children (null below that); children stays the owner.
   std::unique_ptr<ChildIndex> child_index;
+  // ChildIndex::hash of (ns, first page of key), once computed (the parent's index files this
+  // node under it); reset when a split changes the first page.
+  std::optional<uint64_t> first_page_hash;
   // Children holding a full device value (is_device_leaf in O(1)); kept by RadixTree.
   int32_t device_children = 0;
   std::array<ComponentData, kComponentTypesMax> data;

@@ -81,8 +81,17 @@ TEST(ChildIndex, TreeLookupsAgreeWithTheChildrenMap) {
   SanityReport report;
   tree.sanity_check(report);
   EXPECT_TRUE(report.ok()) << report.summary();
-  // An index that lost a child is a shape error.
+  // A child's cached first-page hash that no longer matches its key is a shape error.
   TreeNode* child = tree.root()->children.begin()->second.get();
+  ASSERT_TRUE(child->first_page_hash.has_value()) << "an indexed child keeps its hash";
+  const uint64_t kept = *child->first_page_hash;
+  child->first_page_hash = kept ^ 1;
+  SanityReport stale;
+  tree.sanity_check(stale);
+  EXPECT_NE(stale.summary().find("cached first-page hash is stale"), std::string::npos)
+      << stale.summary();
+  child->first_page_hash = kept;
+  // An index that lost a child is a shape error.
   ASSERT_TRUE(tree.root()->child_index->erase(
       ChildIndex::hash(0, std::span<const Token>(child->key).first(kPage)), child));
   SanityReport broken;
