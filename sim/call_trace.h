@@ -60,8 +60,10 @@ EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_pat
 
 // The hash of an evict's freed slots, in order. Version 1 (the default, every trace without a
 // "slots_hash" header field) chains mix64 over the slots; version 2 (the module's recordings)
-// runs four independent lanes, several times faster on the millions of slots a large evict frees.
-inline constexpr int kSlotsHashLatest = 2;
+// runs four independent lanes, several times faster on the millions of slots a large evict frees;
+// version 3 (the module's recordings since) folds the maximal runs of consecutive slots as
+// (start, length): a paged allocator's slots are a few runs, so it is one compare per slot.
+inline constexpr int kSlotsHashLatest = 3;
 uint64_t hash_slots(const std::vector<SlotIndex>& slots, int version = 1);
 // The event hash after one more call.
 uint64_t fold_call(uint64_t hash, CallKind kind, const CallOutcome& out);

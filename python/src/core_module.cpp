@@ -437,7 +437,10 @@ class PyTree {
     Tokens tokens(tokens_obj, "tokens");
     MatchResult r;
     run(tokens.size(), [&] {
-      if (recording()) rec_->begin_match(ns, tokens.span());
+      if (recording()) {
+        const TokenRun shared = tokens.shared_copy();
+        rec_->begin_match(ns, shared.empty() ? TokenRun::copy_of(tokens.span()) : shared);
+      }
       on_fail_ = sim::CallKind::kMatch;
       r = tree_->match_prefix(ns, tokens.span());
       stats_.match_calls += 1;
@@ -485,9 +488,9 @@ class PyTree {
     }
     InsertResult r;
     run(n, [&] {
-      if (recording()) rec_->begin_insert(ns, tokens.span().first(n), slots);
-      on_fail_ = sim::CallKind::kInsert;
       const IndexVector v = device_value(slots, tree_->page_size());
+      if (recording()) rec_->begin_insert(ns, tokens.span().first(n), v);
+      on_fail_ = sim::CallKind::kInsert;
       const TokenRun shared = tokens.shared_copy();
       r = shared.empty() ? tree_->insert(ns, tokens.span(), v) : tree_->insert(ns, shared, v);
       stats_.insert_calls += 1;

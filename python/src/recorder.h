@@ -47,6 +47,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/pools/index_vector.h"
+#include "core/tree/token_run.h"
 #include "sim/call_trace.h"
 
 namespace kvsim::python {
@@ -141,7 +143,7 @@ class CallRecorder {
   // written after the core ran it: the hit part is the path to the node it returned, which
   // the call that last returned that node already holds ("tok_of"), so only the rest goes to
   // the sidecar.
-  void begin_match(Namespace ns, std::span<const Token> tokens) {
+  void begin_match(Namespace ns, const TokenRun& tokens) {
     const size_t aligned = tokens.size() / page_ * page_;
     room(tokens.size() * sizeof(Token) + 64);
     text("{\"op\":\"match\",\"ns\":");
@@ -150,10 +152,10 @@ class CallRecorder {
     last_match_ns_ = ns;
     // Kept for finish_call (which hashes only the pages the tree did not hold) and for the
     // insert that follows (a memcmp against it finds the shared pages without hashing them).
-    last_match_tokens_.assign(tokens.begin(),
-                              tokens.begin() + (hash_pages_ ? aligned : tokens.size()));
+    // A view of the call's immutable tokens: no copy.
+    last_match_tokens_ = hash_pages_ ? tokens.first(aligned) : tokens;
   }
-  void begin_insert(Namespace ns, std::span<const Token> tokens, std::span<const SlotIndex> value) {
+  void begin_insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value) {
     room(tokens.size() * sizeof(Token) + value.size() * 2 * sizeof(int64_t) + 64);
     text("{\"op\":\"insert\",\"ns\":");
     num(ns);
@@ -186,15 +188,10 @@ class CallRecorder {
     }
     // Slots as runs (start, length): allocators hand out pages of consecutive slots.
     runs_.clear();
-    for (size_t i = 0; i < value.size();) {
-      size_t j = i + 1;
-      while (j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
-        j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
-      while (j < value.size() && value[j] == value[j - 1] + 1)
-        ++j;
-      runs_.push_back(value[i]);
-      runs_.push_back(static_cast<int64_t>(j - i));
-      i = j;
+    if (value.stride() > 1) {
+      page_runs(value.entries(), value.stride());
+    } else {
+      slot_runs(value.entries());
     }
     text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
@@ -220,7 +217,7 @@ class CallRecorder {
       }
       if (hash_pages_) {
         if (hit < last_match_tokens_.size() || hit == 0) {  // a key names its tokens somehow
-          hash_into(std::span<const Token>(last_match_tokens_).subspan(hit), &pages_);
+          hash_into(last_match_tokens_.span().subspan(hit), &pages_);
           text(",\"pages\":");
           blob_ref(pages_.data(), pages_.size());
         }
@@ -358,6 +355,31 @@ class CallRecorder {
     }
   };
 
+  // Maximal runs of consecutive slots into runs_, from one slot per token...
+  void slot_runs(std::span<const SlotIndex> value) {
+    for (size_t i = 0; i < value.size();) {
+      size_t j = i + 1;
+      while (j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
+        j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
+      while (j < value.size() && value[j] == value[j - 1] + 1)
+        ++j;
+      runs_.push_back(value[i]);
+      runs_.push_back(static_cast<int64_t>(j - i));
+      i = j;
+    }
+  }
+  // ... or from the first slots of whole pages (IndexVector::pages): the same runs, one step
+  // per page.
+  void page_runs(std::span<const SlotIndex> firsts, SlotIndex page) {
+    for (size_t k = 0; k < firsts.size();) {
+      size_t m = k + 1;
+      while (m < firsts.size() && firsts[m] == firsts[m - 1] + page)
+        ++m;
+      runs_.push_back(firsts[k]);
+      runs_.push_back(static_cast<int64_t>(m - k) * page);
+      k = m;
+    }
+  }
   static constexpr size_t kRunBlock = 32;
   // Whether v[1..kRunBlock] each follow their predecessor by one (a loop the compiler
   // vectorises: most inserts are long runs of consecutive slots).
@@ -478,7 +500,7 @@ class CallRecorder {
   bool stop_ = false;
   int64_t last_match_ = -1;
   Namespace last_match_ns_ = 0;
-  std::vector<Token> last_match_tokens_;
+  TokenRun last_match_tokens_;
   uint64_t calls_ = 0;
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;

@@ -247,7 +247,7 @@ def test_page_hash_recording_replays_and_a_cut_sidecar_is_named(tmp_path):
     cache.core.close_recording()
     with open(path) as f:
         lines = [json.loads(x) for x in f.read().splitlines()]
-    assert lines[0]["slots_hash"] == 2
+    assert lines[0]["slots_hash"] == 3
     keyed = [c for c in lines[1:-1] if c.get("op") in ("match", "insert")]
     assert keyed and all("tok" not in c for c in keyed) and any("pages" in c for c in keyed)
     out = cli("replay", path, "--json")
