@@ -53,5 +53,9 @@ print(f"  SGLang fresh {sf*1e3:8.1f} ms (min {sfmin*1e3:.1f}, max {sfmax*1e3:.1f
 print(f"  kvsim  fresh {kf*1e3:8.1f} ms (min {kfmin*1e3:.1f}, max {kfmax*1e3:.1f})  warm {kw*1e3:8.1f} ms")
 print(f"  ratio SGLang/kvsim: fresh {sf/kf:5.1f}x  warm {sw/kw:5.1f}x   "
       f"(kvsim {ops/kf:,.0f} ops/s fresh, {ops/kw:,.0f} warm)")
+runs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+floor = statistics.median(r["one_pass_floor_s"] for r in runs)
+print(f"  floor (one read of every prompt token) {floor*1e3:.1f} ms: kvsim fresh {kf/floor:.2f}x it, "
+      f"warm {kw/floor:.2f}x; SGLang/floor {sf/floor:.0f}x")
 PYEOF
 done

@@ -107,6 +107,9 @@ class SglangTrace {
   bool tail_hash() const { return tail_hash_; }
   bool with_output() const { return with_output_; }
   size_t total_tokens() const { return tokens_.size(); }
+  // Seconds of the fastest of `passes` reads of every input token (a sum, so nothing is
+  // skipped): the floor of any replay that looks at each prompt once (issue 12).
+  double one_pass_seconds(int passes = 3) const;
 
  private:
   bool tail_hash_;
