@@ -134,7 +134,27 @@ void check_held_locks(const TreeSnapshot& s, const std::unordered_map<NodeId, si
   }
 }
 
+std::unordered_map<NodeId, size_t> index_of_ids(const TreeSnapshot& s) {
+  std::unordered_map<NodeId, size_t> index;
+  index.reserve(s.nodes.size());
+  for (size_t i = 0; i < s.nodes.size(); ++i)
+    index.emplace(s.nodes[i].id, i);
+  return index;
+}
+
 }  // namespace
+
+std::string held_locks_problem(const TreeSnapshot& snapshot) {
+  if (!snapshot.held_locks) return "";
+  try {
+    const std::unordered_map<NodeId, size_t> index = index_of_ids(snapshot);
+    check_parents(snapshot, index);
+    check_held_locks(snapshot, index);
+  } catch (const SnapshotError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 SnapshotError::SnapshotError(std::optional<NodeId> node, std::string field,
                              const std::string& problem)

@@ -90,4 +90,8 @@ class SnapshotError : public std::runtime_error {
   std::string problem_;
 };
 
+// "" when the snapshot's held locks (if it has any) agree with its lock counts, else the first
+// disagreement as restore() would report it (a caller that released a lock twice, say).
+std::string held_locks_problem(const TreeSnapshot& snapshot);
+
 }  // namespace kvsim
