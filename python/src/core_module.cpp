@@ -425,7 +425,9 @@ class PyTree {
     std::lock_guard<std::mutex> g(mu_);
     if (rec_) rec_->flush();
   }
-  std::optional<std::string> recording_path() const {
+  // Under the tree's mutex: a window's next segment changes it.
+  std::optional<std::string> recording_path() {
+    std::lock_guard<std::mutex> g(mu_);
     return rec_ ? std::optional<std::string>(rec_->path()) : std::nullopt;
   }
   // The recording's files on disk, oldest first: a window's last two segments, else the one.

@@ -144,6 +144,7 @@ class CallRecorder {
       return false;
     }
     rotating_.store(true);  // signal_flush() stays off the files while they change
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     ::close(lines_fd_);
     ::close(blob_fd_);
     lines_fd_ = lines_fd;
@@ -161,6 +162,7 @@ class CallRecorder {
     write_header();
     write_snapshot(std::move(snapshot));
     commit();
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     rotating_.store(false);
     return true;
   }

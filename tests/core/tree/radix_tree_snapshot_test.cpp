@@ -414,6 +414,17 @@ TEST_F(SnapshotErrors, LockCountsDisagreeWithHeldLocks) {
   expect_refused(s, "field held_locks: lock 1 starts at node 999, which the snapshot lacks");
 }
 
+TEST_F(SnapshotErrors, HeldLocksProblemSaysWhatRestoreWould) {
+  EXPECT_EQ(held_locks_problem(snap_), "");
+  TreeSnapshot s = snap_;
+  s.held_locks->push_back(s.held_locks->front());  // the same lock held twice
+  EXPECT_NE(held_locks_problem(s).find("field lock_ref: 1, but the held locks cover it 2 time(s)"),
+            std::string::npos)
+      << held_locks_problem(s);
+  s.held_locks.reset();  // nothing to check
+  EXPECT_EQ(held_locks_problem(s), "");
+}
+
 TEST_F(SnapshotErrors, SanityViolationsAreNamed) {
   // Checks that need the whole tree are sanity_check's: an evicted node without a host copy,
   // hashes that are not one per page.
