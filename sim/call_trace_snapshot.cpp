@@ -65,11 +65,12 @@ void read_snapshot_node(JsonReader& r, size_t line, CallTraceSnapshot& s, const 
   static const std::vector<Call> kNoCalls;
   n.key = tokens_of(r, kNoCalls, 0, blob, pages);
   if (r.has("val_runs") || r.has("value")) {
-    n.value = SnapshotValue{stride_of(r, "stride"), value_of(r, blob, "val_runs", "value")};
+    const int32_t stride = stride_of(r, "stride");
+    n.value = SnapshotValue{stride, value_of(r, blob, "val_runs", "value", stride)};
   }
   if (r.has("host_runs") || r.has("host_value")) {
-    n.host_value =
-        SnapshotValue{stride_of(r, "host_stride"), value_of(r, blob, "host_runs", "host_value")};
+    const int32_t stride = stride_of(r, "host_stride");
+    n.host_value = SnapshotValue{stride, value_of(r, blob, "host_runs", "host_value", stride)};
   }
   n.lock_ref = static_cast<int32_t>(r.integer("lock_ref", 0, 0, INT32_MAX));
   n.host_lock_ref = static_cast<int32_t>(r.integer("host_lock_ref", 0, 0, INT32_MAX));

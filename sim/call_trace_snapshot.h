@@ -11,7 +11,8 @@
 //    "last_access":A,"creation":C,"hit_count":H}
 //
 // Keys and slots are read as a call's are (sim/call_trace_sidecar.h): page hashes get their
-// synthetic pages in order of first appearance, snapshot first. "locks" are the locks held at
+// synthetic pages in order of first appearance, snapshot first; with "stride":P the value is
+// page-granular (IndexVector::pages) and its runs step by P over the pages' first slots. "locks" are the locks held at
 // the snapshot (call G1 of the whole recording took each); restore checks that every node's
 // lock_ref is the number of held locks whose start is the node or below it, unless the
 // recording found they disagree ("locks_disagree": a lock released twice, say) and said so.

@@ -416,14 +416,15 @@ class CallRecorder {
   }
   int64_t base_i() const { return static_cast<int64_t>(base_); }
   // Slots as runs (start, length) in the sidecar (allocators hand out pages of consecutive
-  // slots), and [offset, runs] in the line.
-  void runs_ref(std::span<const SlotIndex> value) {
+  // slots), and [offset, runs] in the line. With `step` (a snapshot's page-granular value: first
+  // slots of pages of `step` slots), a run stands for start, start + step, ...
+  void runs_ref(std::span<const SlotIndex> value, int64_t step = 1) {
     runs_.clear();
     for (size_t i = 0; i < value.size();) {
       size_t j = i + 1;
-      while (j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
+      while (step == 1 && j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
         j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
-      while (j < value.size() && value[j] == value[j - 1] + 1)
+      while (j < value.size() && value[j] == value[j - 1] + step)
         ++j;
       runs_.push_back(value[i]);
       runs_.push_back(static_cast<int64_t>(j - i));

@@ -78,7 +78,7 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
     }
     if (n.value) {
       text(",\"val_runs\":");
-      runs_ref(n.value->entries);
+      runs_ref(n.value->entries, n.value->stride);
       if (n.value->stride != 1) {
         text(",\"stride\":");
         num(n.value->stride);
@@ -86,7 +86,7 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
     }
     if (n.host_value) {
       text(",\"host_runs\":");
-      runs_ref(n.host_value->entries);
+      runs_ref(n.host_value->entries, n.host_value->stride);
       if (n.host_value->stride != 1) {
         text(",\"host_stride\":");
         num(n.host_value->stride);

@@ -101,6 +101,40 @@ TEST(CallTraceSnapshot, ShrinkKeepsTheSnapshotWhole) {
   EXPECT_TRUE(s.trace.calls.front().earlier.has_value());
 }
 
+TEST(CallTraceSnapshot, PageGranularValuesAreRunsOfPages) {
+  // A node whose value is page-granular (stride 2: first slots of pages), recorded as one run
+  // in the sidecar that steps by the stride: (10, 2) is pages 10-11 and 12-13.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / "kvsim_snapshot_stride.calls.jsonl").string();
+  const int64_t run[2] = {10, 2};
+  {
+    std::FILE* f = std::fopen((path + ".bin").c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(run, sizeof run, 1, f);
+    std::fclose(f);
+    f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(
+        R"({"kvsim_trace":1,"kind":"calls","page_size":2,"blob":"kvsim_snapshot_stride.calls.jsonl.bin"}
+{"snapshot":{"nodes":1,"next_id":2,"clock":1}}
+{"node":1,"parent":0,"tokens":[1,1,2,2],"val_runs":[0,1],"stride":2,"last_access":1,"creation":1,"hit_count":1}
+{"op":"match","ns":0,"tokens":[1,1,2,2]}
+{"op":"evict","n":4}
+)",
+        f);
+    std::fclose(f);
+  }
+  const CallTrace t = read_call_trace(path);
+  std::remove(path.c_str());
+  std::remove((path + ".bin").c_str());
+  const SnapshotValue& v = *t.snapshot->tree.nodes.at(0).value;
+  EXPECT_EQ(v.stride, 2);
+  EXPECT_EQ(v.entries, (std::vector<SlotIndex>{10, 12}));
+  const CallReplay r = replay_calls(t);
+  EXPECT_EQ(r.outcomes[0]->amount, 4);
+  EXPECT_EQ(r.outcomes[1]->slots_hash, hash_slots({10, 11, 12, 13}));
+}
+
 TEST(CallTraceSnapshot, BadSnapshotsNameFileLineAndField) {
   expect_input_error(segment("", "9"),
                      "t.jsonl:4: snapshot: node 2: field parent: no node 9 in the snapshot");
