@@ -61,7 +61,7 @@ std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size
 }
 
 std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob, const std::string& runs_key,
-                                const std::string& inline_key, int32_t step) {
+                                const std::string& inline_key) {
   if (!r.has(runs_key)) return r.integer_array(inline_key, 0, INT64_MAX);
   const auto [off, runs] = blob_range(r, runs_key, 2 * sizeof(int64_t), blob);
   std::vector<SlotIndex> out;
@@ -72,10 +72,9 @@ std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob, const st
     if (run[1] > (int64_t{1} << 31) ||
         static_cast<int64_t>(out.size()) + run[1] > (int64_t{1} << 31))
       r.fail(runs_key, "more than 2^31 slots");
-    if (run[1] > 0 && run[1] - 1 > (INT64_MAX - run[0]) / step)
-      r.fail(runs_key, "slot out of range");
+    if (run[1] > 0 && run[1] - 1 > INT64_MAX - run[0]) r.fail(runs_key, "slot out of range");
     for (int64_t k = 0; k < run[1]; ++k)
-      out.push_back(run[0] + k * step);
+      out.push_back(run[0] + k);
   }
   return out;
 }

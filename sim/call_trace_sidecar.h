@@ -33,10 +33,10 @@ struct PageIds {
 std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size_t index,
                              const std::string& blob, PageIds& pages);
 
-// Slots: "<runs_key>" [offset, runs] of int64 (first, length) runs in the sidecar, a run
-// standing for first, first + step, ..., or an inline "<inline_key>" array.
+// Slots: "<runs_key>" [offset, runs] of int64 (first, length) runs in the sidecar, or an
+// inline "<inline_key>" array.
 std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob,
                                 const std::string& runs_key = "val_runs",
-                                const std::string& inline_key = "value", int32_t step = 1);
+                                const std::string& inline_key = "value");
 
 }  // namespace kvsim::sim

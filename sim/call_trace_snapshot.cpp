@@ -7,12 +7,37 @@
 namespace kvsim::sim {
 namespace {
 
-int32_t stride_of(JsonReader& r, const std::string& key) {
-  return static_cast<int32_t>(r.integer(key, 1, 1, INT32_MAX));
+// A node value: its slots (runs or inline, one per token) and "<stride_key>" P, which says the
+// node stores it page-granular (first slots of pages of P consecutive slots).
+SnapshotValue value_from(JsonReader& r, const std::string& blob, const std::string& runs_key,
+                         const std::string& inline_key, const std::string& stride_key) {
+  const auto stride = static_cast<int32_t>(r.integer(stride_key, 1, 1, INT32_MAX));
+  std::vector<SlotIndex> slots = value_of(r, blob, runs_key, inline_key);
+  if (stride == 1) return SnapshotValue{1, std::move(slots)};
+  const auto P = static_cast<size_t>(stride);
+  const std::string field = r.has(runs_key) ? runs_key : inline_key;
+  if (slots.size() % P != 0) r.fail(field, "not whole pages of " + std::to_string(P) + " slots");
+  SnapshotValue v{stride, {}};
+  for (size_t k = 0; k < slots.size(); k += P) {
+    for (size_t i = 1; i < P; ++i) {
+      if (slots[k + i] != slots[k] + static_cast<SlotIndex>(i)) {
+        r.fail(field, "page " + std::to_string(k / P) + " is not " + std::to_string(P) +
+                          " consecutive slots (" + stride_key + " " + std::to_string(P) + ")");
+      }
+    }
+    v.entries.push_back(slots[k]);
+  }
+  return v;
 }
 
-nlohmann::json value_json(const SnapshotValue& v) {
-  return v.entries;
+// One slot per token, as the node lines hold them.
+nlohmann::json slots_json(const SnapshotValue& v) {
+  std::vector<SlotIndex> slots;
+  for (SlotIndex first : v.entries) {
+    for (int32_t i = 0; i < v.stride; ++i)
+      slots.push_back(first + i);
+  }
+  return slots;
 }
 
 }  // namespace
@@ -65,12 +90,10 @@ void read_snapshot_node(JsonReader& r, size_t line, CallTraceSnapshot& s, const 
   static const std::vector<Call> kNoCalls;
   n.key = tokens_of(r, kNoCalls, 0, blob, pages);
   if (r.has("val_runs") || r.has("value")) {
-    const int32_t stride = stride_of(r, "stride");
-    n.value = SnapshotValue{stride, value_of(r, blob, "val_runs", "value", stride)};
+    n.value = value_from(r, blob, "val_runs", "value", "stride");
   }
   if (r.has("host_runs") || r.has("host_value")) {
-    const int32_t stride = stride_of(r, "host_stride");
-    n.host_value = SnapshotValue{stride, value_of(r, blob, "host_runs", "host_value", stride)};
+    n.host_value = value_from(r, blob, "host_runs", "host_value", "host_stride");
   }
   n.lock_ref = static_cast<int32_t>(r.integer("lock_ref", 0, 0, INT32_MAX));
   n.host_lock_ref = static_cast<int32_t>(r.integer("host_lock_ref", 0, 0, INT32_MAX));
@@ -120,11 +143,11 @@ std::vector<nlohmann::json> snapshot_to_json(const CallTraceSnapshot& s) {
   for (const NodeSnapshot& n : s.tree.nodes) {
     nlohmann::json j{{"node", n.id}, {"parent", n.parent}, {"ns", n.ns}, {"tokens", n.key}};
     if (n.value) {
-      j["value"] = value_json(*n.value);
+      j["value"] = slots_json(*n.value);
       if (n.value->stride != 1) j["stride"] = n.value->stride;
     }
     if (n.host_value) {
-      j["host_value"] = value_json(*n.host_value);
+      j["host_value"] = slots_json(*n.host_value);
       if (n.host_value->stride != 1) j["host_stride"] = n.host_value->stride;
     }
     if (n.lock_ref != 0) j["lock_ref"] = n.lock_ref;

@@ -11,12 +11,13 @@
 //    "last_access":A,"creation":C,"hit_count":H}
 //
 // Keys and slots are read as a call's are (sim/call_trace_sidecar.h): page hashes get their
-// synthetic pages in order of first appearance, snapshot first; with "stride":P the value is
-// page-granular (IndexVector::pages) and its runs step by P over the pages' first slots. "locks" are the locks held at
-// the snapshot (call G1 of the whole recording took each); restore checks that every node's
-// lock_ref is the number of held locks whose start is the node or below it, unless the
-// recording found they disagree ("locks_disagree": a lock released twice, say) and said so.
-// The storage fields of a HiCache tree (hash_value, backup flags) have no form here: the
+// synthetic pages in order of first appearance, snapshot first; slots are one per token, and
+// "stride":P says the node stores them page-granular (IndexVector::pages: whole pages of P
+// consecutive slots, checked). "locks"
+// are the locks held at the snapshot (call G1 of the whole recording took each); restore checks
+// that every node's lock_ref is the number of held locks whose start is the node or below it,
+// unless the recording found they disagree ("locks_disagree": a lock released twice, say) and said
+// so. The storage fields of a HiCache tree (hash_value, backup flags) have no form here: the
 // module's tree never has them.
 #pragma once
 

@@ -50,8 +50,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tree/tree_snapshot.h"
-#include "sim/call_trace.h"
+#include "sim/call_trace.h"  // and core/tree/tree_snapshot.h, through radix_tree.h
 
 namespace kvsim::python {
 
@@ -229,8 +228,20 @@ class CallRecorder {
       text(",\"tok\":");
       blob_ref(tokens.data(), tokens.size());
     }
+    // Slots as runs (start, length): allocators hand out pages of consecutive slots.
+    runs_.clear();
+    for (size_t i = 0; i < value.size();) {
+      size_t j = i + 1;
+      while (j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
+        j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
+      while (j < value.size() && value[j] == value[j - 1] + 1)
+        ++j;
+      runs_.push_back(value[i]);
+      runs_.push_back(static_cast<int64_t>(j - i));
+      i = j;
+    }
     text(",\"val_runs\":");
-    runs_ref(value);
+    blob_ref(runs_.data(), runs_.size() / 2, 2);
   }
   // A lock of `node`: named by the call of this segment that returned it, else (a window's
   // segment) by its id when the segment's snapshot has it. False: it cannot be named.
@@ -415,23 +426,6 @@ class CallRecorder {
     lines_.append(f.data(), f.size());
   }
   int64_t base_i() const { return static_cast<int64_t>(base_); }
-  // Slots as runs (start, length) in the sidecar (allocators hand out pages of consecutive
-  // slots), and [offset, runs] in the line. With `step` (a snapshot's page-granular value: first
-  // slots of pages of `step` slots), a run stands for start, start + step, ...
-  void runs_ref(std::span<const SlotIndex> value, int64_t step = 1) {
-    runs_.clear();
-    for (size_t i = 0; i < value.size();) {
-      size_t j = i + 1;
-      while (step == 1 && j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
-        j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
-      while (j < value.size() && value[j] == value[j - 1] + step)
-        ++j;
-      runs_.push_back(value[i]);
-      runs_.push_back(static_cast<int64_t>(j - i));
-      i = j;
-    }
-    blob_ref(runs_.data(), runs_.size() / 2, 2);
-  }
 
   static constexpr size_t kLinesCap = size_t{1} << 20;
   static constexpr size_t kBlobCap = size_t{4} << 20;

@@ -9,6 +9,25 @@
 #include "python/src/recorder.h"
 
 namespace kvsim::python {
+namespace {
+
+// A node value's slots as maximal runs (start, length), one slot per token: a page-granular
+// value (stride P: first slots of pages) gives the same runs as its expansion.
+void slot_runs(const SnapshotValue& v, std::vector<int64_t>* runs) {
+  runs->clear();
+  const std::vector<SlotIndex>& e = v.entries;
+  const int64_t step = v.stride;
+  for (size_t i = 0; i < e.size();) {
+    size_t j = i + 1;
+    while (j < e.size() && e[j] == e[j - 1] + step)
+      ++j;
+    runs->push_back(e[i]);
+    runs->push_back(static_cast<int64_t>(j - i) * step);
+    i = j;
+  }
+}
+
+}  // namespace
 
 void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
   std::vector<HeldLock> held;
@@ -77,16 +96,18 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
       blob_ref(n.key.data(), n.key.size());
     }
     if (n.value) {
+      slot_runs(*n.value, &runs_);
       text(",\"val_runs\":");
-      runs_ref(n.value->entries, n.value->stride);
+      blob_ref(runs_.data(), runs_.size() / 2, 2);
       if (n.value->stride != 1) {
         text(",\"stride\":");
         num(n.value->stride);
       }
     }
     if (n.host_value) {
+      slot_runs(*n.host_value, &runs_);
       text(",\"host_runs\":");
-      runs_ref(n.host_value->entries, n.host_value->stride);
+      blob_ref(runs_.data(), runs_.size() / 2, 2);
       if (n.host_value->stride != 1) {
         text(",\"host_stride\":");
         num(n.host_value->stride);

@@ -102,11 +102,12 @@ TEST(CallTraceSnapshot, ShrinkKeepsTheSnapshotWhole) {
 }
 
 TEST(CallTraceSnapshot, PageGranularValuesAreRunsOfPages) {
-  // A node whose value is page-granular (stride 2: first slots of pages), recorded as one run
-  // in the sidecar that steps by the stride: (10, 2) is pages 10-11 and 12-13.
+  // A node whose value is page-granular (stride 2: first slots of pages), recorded as slot runs
+  // like any value: (10, 4) is slots 10-13, pages 10-11 and 12-13. Written back inline and read
+  // again, it is the same.
   const std::filesystem::path dir = std::filesystem::temp_directory_path();
   const std::string path = (dir / "kvsim_snapshot_stride.calls.jsonl").string();
-  const int64_t run[2] = {10, 2};
+  const int64_t run[2] = {10, 4};
   {
     std::FILE* f = std::fopen((path + ".bin").c_str(), "wb");
     ASSERT_NE(f, nullptr);
@@ -133,6 +134,16 @@ TEST(CallTraceSnapshot, PageGranularValuesAreRunsOfPages) {
   const CallReplay r = replay_calls(t);
   EXPECT_EQ(r.outcomes[0]->amount, 4);
   EXPECT_EQ(r.outcomes[1]->slots_hash, hash_slots({10, 11, 12, 13}));
+  write_call_trace(path, t, r);
+  const CallTrace back = read_call_trace(path);
+  std::remove(path.c_str());
+  EXPECT_TRUE(back.snapshot->tree == t.snapshot->tree);
+  // A stride the slots do not fit is named.
+  std::string text = R"({"kvsim_trace":1,"kind":"calls","page_size":2}
+{"snapshot":{"nodes":1,"next_id":2,"clock":1}}
+{"node":1,"parent":0,"tokens":[1,1,2,2],"value":[10,11,13,15],"stride":2,"last_access":1,"creation":1,"hit_count":1}
+)";
+  expect_input_error(text, "t.jsonl:3: field value: page 1 is not 2 consecutive slots");
 }
 
 TEST(CallTraceSnapshot, BadSnapshotsNameFileLineAndField) {
