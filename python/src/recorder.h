@@ -50,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/call_trace.h"  // and core/tree/tree_snapshot.h, through radix_tree.h
+#include "sim/call_trace.h"
 
 namespace kvsim::python {
 
