@@ -13,7 +13,7 @@ namespace {
 
 // A node value's slots as maximal runs (start, length), one slot per token: a page-granular
 // value (stride P: first slots of pages) gives the same runs as its expansion.
-void slot_runs(const SnapshotValue& v, std::vector<int64_t>* runs) {
+void snapshot_slot_runs(const SnapshotValue& v, std::vector<int64_t>* runs) {
   runs->clear();
   const std::vector<SlotIndex>& e = v.entries;
   const int64_t step = v.stride;
@@ -96,7 +96,7 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
       blob_ref(n.key.data(), n.key.size());
     }
     if (n.value) {
-      slot_runs(*n.value, &runs_);
+      snapshot_slot_runs(*n.value, &runs_);
       text(",\"val_runs\":");
       blob_ref(runs_.data(), runs_.size() / 2, 2);
       if (n.value->stride != 1) {
@@ -105,7 +105,7 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
       }
     }
     if (n.host_value) {
-      slot_runs(*n.host_value, &runs_);
+      snapshot_slot_runs(*n.host_value, &runs_);
       text(",\"host_runs\":");
       blob_ref(runs_.data(), runs_.size() / 2, 2);
       if (n.host_value->stride != 1) {
