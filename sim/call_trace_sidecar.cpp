@@ -61,7 +61,7 @@ std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size
 }
 
 std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob, const std::string& runs_key,
-                                const std::string& inline_key) {
+                                const std::string& inline_key, size_t max_slots) {
   if (!r.has(runs_key)) return r.integer_array(inline_key, 0, INT64_MAX);
   const auto [off, runs] = blob_range(r, runs_key, 2 * sizeof(int64_t), blob);
   std::vector<SlotIndex> out;
@@ -69,9 +69,8 @@ std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob, const st
     int64_t run[2];
     std::memcpy(run, blob.data() + off + i * sizeof run, sizeof run);
     if (run[0] < 0 || run[1] < 0) r.fail(runs_key, "negative slot or run length");
-    if (run[1] > (int64_t{1} << 31) ||
-        static_cast<int64_t>(out.size()) + run[1] > (int64_t{1} << 31))
-      r.fail(runs_key, "more than 2^31 slots");
+    if (static_cast<uint64_t>(run[1]) > max_slots - out.size())
+      r.fail(runs_key, "more than " + std::to_string(max_slots) + " slots");
     if (run[1] > 0 && run[1] - 1 > INT64_MAX - run[0]) r.fail(runs_key, "slot out of range");
     for (int64_t k = 0; k < run[1]; ++k)
       out.push_back(run[0] + k);

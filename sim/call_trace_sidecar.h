@@ -34,9 +34,11 @@ std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size
                              const std::string& blob, PageIds& pages);
 
 // Slots: "<runs_key>" [offset, runs] of int64 (first, length) runs in the sidecar, or an
-// inline "<inline_key>" array.
+// inline "<inline_key>" array; runs that add up to more than `max_slots` are refused before
+// they are expanded.
 std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob,
                                 const std::string& runs_key = "val_runs",
-                                const std::string& inline_key = "value");
+                                const std::string& inline_key = "value",
+                                size_t max_slots = size_t{1} << 31);
 
 }  // namespace kvsim::sim

@@ -9,10 +9,12 @@ namespace {
 
 // A node value: its slots (runs or inline, one per token) and "<stride_key>" P, which says the
 // node stores it page-granular (first slots of pages of P consecutive slots).
+// At most one slot per token of the node's key (restore names a shorter value).
 SnapshotValue value_from(JsonReader& r, const std::string& blob, const std::string& runs_key,
-                         const std::string& inline_key, const std::string& stride_key) {
+                         const std::string& inline_key, const std::string& stride_key,
+                         size_t key_tokens) {
   const auto stride = static_cast<int32_t>(r.integer(stride_key, 1, 1, INT32_MAX));
-  std::vector<SlotIndex> slots = value_of(r, blob, runs_key, inline_key);
+  std::vector<SlotIndex> slots = value_of(r, blob, runs_key, inline_key, key_tokens);
   if (stride == 1) return SnapshotValue{1, std::move(slots)};
   const auto P = static_cast<size_t>(stride);
   const std::string field = r.has(runs_key) ? runs_key : inline_key;
@@ -90,10 +92,10 @@ void read_snapshot_node(JsonReader& r, size_t line, CallTraceSnapshot& s, const 
   static const std::vector<Call> kNoCalls;
   n.key = tokens_of(r, kNoCalls, 0, blob, pages);
   if (r.has("val_runs") || r.has("value")) {
-    n.value = value_from(r, blob, "val_runs", "value", "stride");
+    n.value = value_from(r, blob, "val_runs", "value", "stride", n.key.size());
   }
   if (r.has("host_runs") || r.has("host_value")) {
-    n.host_value = value_from(r, blob, "host_runs", "host_value", "host_stride");
+    n.host_value = value_from(r, blob, "host_runs", "host_value", "host_stride", n.key.size());
   }
   n.lock_ref = static_cast<int32_t>(r.integer("lock_ref", 0, 0, INT32_MAX));
   n.host_lock_ref = static_cast<int32_t>(r.integer("host_lock_ref", 0, 0, INT32_MAX));

@@ -127,7 +127,6 @@ TEST(CallTraceSnapshot, PageGranularValuesAreRunsOfPages) {
   }
   const CallTrace t = read_call_trace(path);
   std::remove(path.c_str());
-  std::remove((path + ".bin").c_str());
   const SnapshotValue& v = *t.snapshot->tree.nodes.at(0).value;
   EXPECT_EQ(v.stride, 2);
   EXPECT_EQ(v.entries, (std::vector<SlotIndex>{10, 12}));
@@ -144,6 +143,26 @@ TEST(CallTraceSnapshot, PageGranularValuesAreRunsOfPages) {
 {"node":1,"parent":0,"tokens":[1,1,2,2],"value":[10,11,13,15],"stride":2,"last_access":1,"creation":1,"hit_count":1}
 )";
   expect_input_error(text, "t.jsonl:3: field value: page 1 is not 2 consecutive slots");
+  // A run far longer than the node's key is refused before it is expanded.
+  const int64_t huge[2] = {10, int64_t{1} << 40};
+  std::FILE* f = std::fopen((path + ".bin").c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(huge, sizeof huge, 1, f);
+  std::fclose(f);
+  text =
+      R"({"kvsim_trace":1,"kind":"calls","page_size":2,"blob":"kvsim_snapshot_stride.calls.jsonl.bin"}
+{"snapshot":{"nodes":1,"next_id":2,"clock":1}}
+{"node":1,"parent":0,"tokens":[1,1,2,2],"val_runs":[0,1],"last_access":1,"creation":1,"hit_count":1}
+)";
+  try {
+    read_call_trace_text(text, path);
+    ADD_FAILURE() << "a 2^40-slot run was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(":3: field val_runs: more than 4 slots"),
+              std::string::npos)
+        << e.what();
+  }
+  std::remove((path + ".bin").c_str());
 }
 
 TEST(CallTraceSnapshot, BadSnapshotsNameFileLineAndField) {
