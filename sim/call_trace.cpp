@@ -127,8 +127,20 @@ nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {
       if (out) j["out"] = {{"prefix", out->amount}, {"node", out->node}};
       break;
     case CallKind::kLock:
+      if (call.node) {
+        j["node"] = *call.node;
+      } else {
+        j["of"] = call.ref;
+      }
+      break;
     case CallKind::kUnlock:
-      j["of"] = call.ref;
+      if (call.earlier) {
+        nlohmann::json lock{{"call", call.earlier_call}, {"anchor", call.earlier->anchor}};
+        if (call.earlier->start) lock["start"] = *call.earlier->start;
+        j["lock"] = lock;
+      } else {
+        j["of"] = call.ref;
+      }
       break;
     case CallKind::kEvict:
       j["n"] = call.n;

@@ -11,6 +11,14 @@
 //   footer {"end":{"calls":C,"event_hash":"..","nodes":..,"evictable":..,"protected":..,
 //           "violation":{"call":I,"detail":"file:line: expr: message"}?, "truncated":true?}}
 //
+// A segment of a windowed recording (the last N calls) starts, right after the header, with a
+// snapshot of the tree at its first call (sim/call_trace_snapshot.h): a line
+// {"snapshot":{"nodes":K,...}} and K node lines. Replay restores it (RadixTree::restore), then
+// applies the calls. Two call forms name what predates the segment:
+//     {"op":"lock","node":X}   X: a node of the snapshot, by id
+//     {"op":"unlock","lock":{"call":G,"anchor":A,"start":S}}   a lock taken before the segment
+//                              (call G of the whole recording), released from node S up
+//
 // How it differs from a simulated op trace: no scenario, no scheduler seed, no requests. The
 // lines are the calls themselves (inputs and outcomes), so replay applies them to a fresh
 // RadixTree with caller-owned slots, exactly; node references are call indices, so a shrunk
@@ -36,10 +44,13 @@ enum class CallKind : uint8_t { kMatch = 0, kInsert = 1, kLock = 2, kUnlock = 3,
 struct Call {
   CallKind kind = CallKind::kMatch;
   Namespace ns = 0;
-  std::vector<Token> tokens;     // match, insert
-  std::vector<SlotIndex> value;  // insert (page-aligned length)
-  int64_t ref = -1;              // lock: producing call; unlock: lock call
-  int64_t n = 0;                 // evict: tokens asked
+  std::vector<Token> tokens;        // match, insert
+  std::vector<SlotIndex> value;     // insert (page-aligned length)
+  int64_t ref = -1;                 // lock: producing call; unlock: lock call
+  int64_t n = 0;                    // evict: tokens asked
+  std::optional<NodeId> node;       // lock: a node of the trace's snapshot, by id (ref is -1)
+  std::optional<HeldLock> earlier;  // unlock: a lock taken before the snapshot (ref is -1)
+  int64_t earlier_call = -1;        // ... its lock call in the whole recording
 };
 
 // What a call returned, folded into the event hash.

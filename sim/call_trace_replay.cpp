@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "core/common/assert.h"
+#include "sim/call_trace_sidecar.h"
+#include "sim/call_trace_snapshot.h"
 #include "sim/json_reader.h"
 
 namespace kvsim::sim {
@@ -29,88 +31,46 @@ uint64_t parse_hex(JsonReader& r, const std::string& key) {
   return std::stoull(s, nullptr, 16);
 }
 
-// [byte offset, count] into the binary sidecar, checked against its size.
-std::pair<size_t, size_t> blob_range(JsonReader& r, const std::string& key, size_t item,
-                                     const std::string& blob) {
-  const std::vector<int64_t> ref = r.integer_array(key, 0, INT64_MAX);
-  if (ref.size() != 2) r.fail(key, "expected [byte offset, count]");
-  const auto off = static_cast<size_t>(ref[0]);
-  const auto n = static_cast<size_t>(ref[1]);
-  if (off > blob.size() || n > (blob.size() - off) / item) {
-    r.fail(key, "range beyond the end of the sidecar (" + std::to_string(blob.size()) + " bytes)");
-  }
-  return {off, n};
-}
-
-// Pages recorded as 64-bit hashes (the module, page_size >= 4): each distinct hash becomes one
-// synthetic page, every token of it the hash's number in order of first appearance, so equal
-// pages stay equal and different ones different (the tree compares whole pages only).
-struct PageIds {
-  std::map<uint64_t, Token> ids;
-  int32_t page_size = 1;
-};
-
-// A key: "tok_of" [earlier call, count] (that call's first tokens), then "tok" [offset, count]
-// tokens or "pages" [offset, count] page hashes in the sidecar; or an inline "tokens" array.
-std::vector<Token> tokens_of(JsonReader& r, const std::vector<Call>& calls, size_t index,
-                             const std::string& blob, PageIds& pages) {
-  std::vector<Token> out;
-  if (!r.has("tok") && !r.has("tok_of") && !r.has("pages")) {
-    for (int64_t t : r.integer_array("tokens", INT32_MIN, INT32_MAX)) {
-      out.push_back(static_cast<Token>(t));
+// A lock or unlock that names what predates the segment (a trace with a snapshot): the lock of
+// a snapshot node by id, the unlock of a lock taken before the segment by its record.
+void parse_earlier_ref(JsonReader& r, Call& c, const CallTraceSnapshot* snap) {
+  const std::string key = c.kind == CallKind::kLock ? "node" : "lock";
+  if (snap == nullptr) r.fail(key, "names what precedes the trace, which needs a snapshot record");
+  auto check_node = [&](NodeId id, const std::string& what) {
+    if (id >= snap->tree.next_id) {
+      r.fail(key, what + " " + std::to_string(id) +
+                      " is not a node of the snapshot's time (next_id " +
+                      std::to_string(snap->tree.next_id) + ")");
     }
-    return out;
-  }
-  if (r.has("tok_of")) {
-    const std::vector<int64_t> ref = r.integer_array("tok_of", 0, INT64_MAX);
-    if (ref.size() != 2 || ref[0] >= static_cast<int64_t>(index)) {
-      r.fail("tok_of", "expected [earlier call, count]");
+  };
+  if (c.kind == CallKind::kLock) {
+    const auto id = static_cast<NodeId>(r.required_integer("node", 0, INT64_MAX));
+    if (id != 0 && snap->node_lines.count(id) == 0) {
+      r.fail("node", "node " + std::to_string(id) + " is not in the snapshot");
     }
-    const std::vector<Token>& src = calls[static_cast<size_t>(ref[0])].tokens;
-    if (static_cast<size_t>(ref[1]) > src.size())
-      r.fail("tok_of", "longer than that call's tokens");
-    out.assign(src.begin(), src.begin() + ref[1]);
+    c.node = id;
+    return;
   }
-  if (r.has("tok") && r.has("pages")) r.fail("pages", "a key has either tok or pages, not both");
-  if (r.has("tok")) {
-    const auto [off, n] = blob_range(r, "tok", sizeof(Token), blob);
-    const size_t at = out.size();
-    out.resize(at + n);
-    std::memcpy(out.data() + at, blob.data() + off, n * sizeof(Token));
+  JsonReader l = r.object("lock");
+  c.earlier_call = l.required_integer("call", 0, INT64_MAX);
+  if (static_cast<uint64_t>(c.earlier_call) >= snap->first_call) {
+    l.fail("call", std::to_string(c.earlier_call) + " is not before the segment's first call " +
+                       std::to_string(snap->first_call));
   }
-  if (r.has("pages")) {
-    const auto [off, n] = blob_range(r, "pages", sizeof(uint64_t), blob);
-    const auto P = static_cast<size_t>(pages.page_size);
-    if (out.size() % P != 0) r.fail("pages", "follows a tok_of that is not page-aligned");
-    if (n > (size_t{1} << 31) / P) r.fail("pages", "too many pages");
-    for (size_t k = 0; k < n; ++k) {
-      uint64_t h = 0;
-      std::memcpy(&h, blob.data() + off + k * sizeof h, sizeof h);
-      auto [it, fresh] = pages.ids.emplace(h, static_cast<Token>(pages.ids.size()));
-      if (fresh && pages.ids.size() > static_cast<size_t>(INT32_MAX))
-        r.fail("pages", "more distinct pages than 32-bit token ids");
-      out.insert(out.end(), P, it->second);
-    }
+  HeldLock h;
+  h.anchor = static_cast<NodeId>(l.required_integer("anchor", 0, INT64_MAX));
+  check_node(h.anchor, "anchor");
+  if (l.has("start")) {
+    h.start = static_cast<NodeId>(l.required_integer("start", 1, INT64_MAX));
+    check_node(*h.start, "start");
   }
-  return out;
-}
-
-std::vector<SlotIndex> value_of(JsonReader& r, const std::string& blob) {
-  if (!r.has("val_runs")) return r.integer_array("value", 0, INT64_MAX);
-  const auto [off, runs] = blob_range(r, "val_runs", 2 * sizeof(int64_t), blob);
-  std::vector<SlotIndex> out;
-  for (size_t i = 0; i < runs; ++i) {
-    int64_t run[2];
-    std::memcpy(run, blob.data() + off + i * sizeof run, sizeof run);
-    if (run[0] < 0 || run[1] < 0) r.fail("val_runs", "negative slot or run length");
-    for (int64_t k = 0; k < run[1]; ++k)
-      out.push_back(run[0] + k);
-  }
-  return out;
+  l.finish();
+  c.earlier = h;
 }
 
 Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
-                const std::vector<Call>& calls, const std::string& blob, PageIds& pages) {
+                const std::vector<Call>& calls, const std::string& blob, PageIds& pages,
+                const CallTraceSnapshot* snap) {
   Call c;
   const std::string op = r.choice("op", "", {"match", "insert", "lock", "unlock", "evict"});
   *has_out = r.has("out");
@@ -127,7 +87,11 @@ Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
     }
   } else if (op == "lock" || op == "unlock") {
     c.kind = op == "lock" ? CallKind::kLock : CallKind::kUnlock;
-    c.ref = r.required_integer("of", 0, static_cast<int64_t>(index) - 1);
+    if (r.has(c.kind == CallKind::kLock ? "node" : "lock")) {
+      parse_earlier_ref(r, c, snap);
+    } else {
+      c.ref = r.required_integer("of", 0, static_cast<int64_t>(index) - 1);
+    }
     *has_out = false;
   } else {
     c.kind = CallKind::kEvict;
@@ -143,6 +107,18 @@ Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
   return c;
 }
 
+// The snapshot's node lines are over (`where`: the line after them): all announced, and it
+// restores.
+void finish_snapshot(const CallTraceSnapshot& snap, const std::string& where,
+                     const std::string& source) {
+  if (snap.tree.nodes.size() != snap.announced) {
+    throw InputError(where + ": the snapshot announces " + std::to_string(snap.announced) +
+                     " nodes, but " + std::to_string(snap.tree.nodes.size()) +
+                     " node lines follow it");
+  }
+  check_snapshot(snap, source);
+}
+
 }  // namespace
 
 CallTrace read_call_trace_text(const std::string& text, const std::string& source) {
@@ -153,6 +129,7 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
   std::string line;
   size_t lineno = 0;
   bool header = false;
+  bool snapshot_checked = false;  // the snapshot's node lines are all read, and it restores
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty()) continue;
@@ -182,6 +159,25 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
       header = true;
       continue;
     }
+    if (j.contains("snapshot")) {
+      if (t.snapshot || !t.calls.empty()) {
+        throw InputError(where + ": a snapshot record comes right after the header, once");
+      }
+      t.snapshot = read_snapshot_record(j, where, lineno, t.page_size, t.policy);
+      continue;
+    }
+    if (j.contains("node") && !j.contains("op")) {
+      if (!t.snapshot || snapshot_checked) {
+        throw InputError(where + ": a node line outside a snapshot (they follow its record)");
+      }
+      JsonReader n(j, where);
+      read_snapshot_node(n, lineno, *t.snapshot, blob, pages);
+      continue;
+    }
+    if (t.snapshot && !snapshot_checked) {
+      finish_snapshot(*t.snapshot, where, source);
+      snapshot_checked = true;
+    }
     if (j.contains("end")) {
       JsonReader e = r.object("end");
       CallTraceEnd end;
@@ -205,10 +201,14 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
     }
     CallOutcome out;
     bool has_out = false;
-    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out, t.calls, blob, pages));
+    t.calls.push_back(parse_call(r, t.calls.size(), &out, &has_out, t.calls, blob, pages,
+                                 t.snapshot ? &*t.snapshot : nullptr));
     t.recorded.push_back(has_out ? std::optional<CallOutcome>(out) : std::nullopt);
   }
   if (!header) throw InputError(source + ": empty call trace (no header line)");
+  if (t.snapshot && !snapshot_checked) {
+    finish_snapshot(*t.snapshot, source + ":" + std::to_string(lineno + 1), source);
+  }
   return t;
 }
 
@@ -230,6 +230,13 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
   options.page_size = trace.page_size;
   options.eviction_policy = trace.policy;
   RadixTree tree(options);
+  if (trace.snapshot) {
+    try {
+      tree.restore(trace.snapshot->tree);
+    } catch (const SnapshotError& e) {
+      throw InputError(trace.source + ": snapshot: " + e.what());
+    }
+  }
   CallReplay r;
   const size_t n = trace.calls.size();
   r.was_applied.assign(n, false);
@@ -263,8 +270,12 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
           break;
         }
         case CallKind::kLock: {
-          auto it = node_of.find(static_cast<size_t>(c.ref));
-          TreeNode* node = it == node_of.end() ? nullptr : tree.find(it->second);
+          TreeNode* node = nullptr;
+          if (c.node) {
+            node = tree.find(*c.node);
+          } else if (auto it = node_of.find(static_cast<size_t>(c.ref)); it != node_of.end()) {
+            node = tree.find(it->second);
+          }
           if (node == nullptr || node->evicted()) {
             ++r.skipped;
             continue;
@@ -273,6 +284,13 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
           break;
         }
         case CallKind::kUnlock: {
+          if (c.earlier) {
+            LockRecord earlier;
+            earlier.anchor = c.earlier->anchor;
+            earlier.start[index_of(ComponentType::kFull)] = c.earlier->start;
+            tree.unlock(earlier);
+            break;
+          }
           auto it = lock_of.find(static_cast<size_t>(c.ref));
           if (it == lock_of.end()) {
             ++r.skipped;
@@ -413,12 +431,13 @@ CallShrinkResult shrink_calls(const CallTrace& trace, size_t max_replays) {
   CallTrace& t = out.trace;
   t.page_size = trace.page_size;
   t.policy = trace.policy;
+  t.snapshot = trace.snapshot;  // kept whole: the calls are what shrinks
   t.source =
       "kvsim shrink of " + (trace.source.empty() ? std::string("a call trace") : trace.source);
   for (size_t i = 0; i < trace.calls.size(); ++i) {
     if (!fin.was_applied[i]) continue;
     Call c = trace.calls[i];
-    if (c.kind == CallKind::kLock || c.kind == CallKind::kUnlock)
+    if ((c.kind == CallKind::kLock || c.kind == CallKind::kUnlock) && c.ref >= 0)
       c.ref = static_cast<int64_t>(renumber.at(static_cast<size_t>(c.ref)));
     renumber[i] = t.calls.size();
     t.calls.push_back(std::move(c));
@@ -433,6 +452,10 @@ void write_call_trace(const std::string& path, const CallTrace& t, const CallRep
   std::ofstream f(path);
   if (!f) throw InputError(path + ": cannot write");
   f << call_trace_header(t.page_size, t.policy, t.source, t.slots_hash).dump() << '\n';
+  if (t.snapshot) {
+    for (const nlohmann::json& line : snapshot_to_json(*t.snapshot))
+      f << line.dump() << '\n';
+  }
   for (size_t i = 0; i < t.calls.size(); ++i) {
     const CallOutcome* out = i < r.outcomes.size() && r.outcomes[i] ? &*r.outcomes[i] : nullptr;
     f << call_to_json(t.calls[i], out).dump() << '\n';
@@ -458,6 +481,14 @@ nlohmann::json call_replay_json(const CallTrace& t, const CallReplay& r) {
                    {"protected", r.protected_size},
                    {"matches_recording", call_replay_matches(t, r)}};
   if (t.end) j["recorded_event_hash"] = hex(t.end->event_hash);
+  if (t.snapshot) {
+    j["snapshot"] = {{"nodes", t.snapshot->tree.nodes.size()},
+                     {"locks", t.snapshot->locks.size()},
+                     {"first_call", t.snapshot->first_call},
+                     {"segment", t.snapshot->segment}};
+    if (!t.snapshot->locks_disagree.empty())
+      j["snapshot"]["locks_disagree"] = t.snapshot->locks_disagree;
+  }
   if (r.violation) j["violation"] = {{"call", r.violation->first}, {"detail", r.violation->second}};
   if (r.first_divergence) j["divergence"] = r.divergence;
   if (!r.sanity.empty()) j["sanity"] = r.sanity;
@@ -469,6 +500,16 @@ std::string call_replay_text(const std::string& path, const CallTrace& t, const 
   s << path << ": call trace (" << (t.source.empty() ? "unknown source" : t.source)
     << "), page_size " << t.page_size << ", " << t.calls.size() << " calls: " << r.applied
     << " applied, " << r.skipped << " skipped\n";
+  if (t.snapshot) {
+    const CallTraceSnapshot& snap = *t.snapshot;
+    s << "  segment " << snap.segment << " of a windowed recording: from call " << snap.first_call
+      << ", restored its snapshot of " << snap.tree.nodes.size() << " nodes and "
+      << snap.locks.size() << " held locks\n";
+    if (!snap.locks_disagree.empty()) {
+      s << "  note: at the snapshot the lock counts and the locks held disagreed ("
+        << snap.locks_disagree << ")\n";
+    }
+  }
   s << "  event hash " << hex(r.event_hash) << ", " << r.nodes << " nodes, evictable "
     << r.evictable << ", protected " << r.protected_size << "\n";
   if (r.violation)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/call_trace.h"
+#include "sim/call_trace_snapshot.h"
 
 namespace kvsim::sim {
 
@@ -20,6 +21,8 @@ struct CallTrace {
   std::vector<Call> calls;
   std::vector<std::optional<CallOutcome>> recorded;  // per call, as the recording saw it
   std::optional<CallTraceEnd> end;                   // the footer (absent when cut short)
+  // A segment of a windowed recording: the tree at its first call, restored before replay.
+  std::optional<CallTraceSnapshot> snapshot;
 };
 
 // Throws InputError naming source:line and the field.
@@ -44,8 +47,8 @@ struct CallReplay {
   bool ok() const { return !violation && sanity.empty(); }
 };
 
-// Applies the calls (those with keep[i], when given) to a fresh tree. Compares outcomes with
-// the recording only on a full replay.
+// Applies the calls (those with keep[i], when given) to a fresh tree, or to the trace's snapshot
+// restored. Compares outcomes with the recording only on a full replay.
 CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep = nullptr);
 
 struct CallShrinkResult {

@@ -38,6 +38,7 @@
 #include "core/tree/leaf_order.h"
 #include "core/tree/match_result.h"
 #include "core/tree/tree_node.h"
+#include "core/tree/tree_snapshot.h"
 
 namespace kvsim {
 
@@ -149,6 +150,17 @@ class RadixTree {
 
   void sanity_check(SanityReport& report) const;
 
+  // --- Snapshot and restore (radix_tree_snapshot.cpp, core/tree/tree_snapshot.h) ---
+  // The tree's whole state as plain data: O(nodes + tokens).
+  TreeSnapshot snapshot() const;
+  // Rebuilds `snapshot` in this tree, which must be new (only the root, nothing ever inserted)
+  // and have the snapshot's page size and eviction policy and no auxiliary component. Node ids,
+  // keys, values, lock counts, clocks and counters are set directly, so every later call
+  // behaves as on the tree the snapshot was taken of (same ids, same eviction order). Checks
+  // the snapshot first and sanity_check() after; throws SnapshotError naming the node and
+  // field of the first problem, and then leaves this tree as new.
+  void restore(const TreeSnapshot& snapshot);
+
  private:
   TreeNode* new_node(TreeNode* parent, Namespace ns, TokenRun key);
   // insert(): `shared`, when set, is the storage `tokens` views (new keys share it).
@@ -183,6 +195,10 @@ class RadixTree {
   void check_host_insert_result(const TreeNode& anchor, size_t aligned,
                                 const HostInsertResult& result) const;
   void file_aux(TreeNode& node);
+  // restore()'s steps (radix_tree_snapshot.cpp).
+  void check_restorable(const TreeSnapshot& snapshot) const;
+  void link_restored(const TreeSnapshot& snapshot);
+  void discard_restored();
   void release_aux(TreeNode& node, ReleasedSlots& out, bool device, bool host);
 
   RadixTreeOptions options_;

@@ -169,7 +169,14 @@ def _build_class():
     class KvsimRadixCache(bpc.BasePrefixCache):
         """SGLang RadixCache contract on kvsim's core (device tier)."""
 
-        def __init__(self, params, *, record: Optional[str] = None):
+        def __init__(
+            self,
+            params,
+            *,
+            record: Optional[str] = None,
+            record_window: int = 0,
+            record_window_seconds: float = 0.0,
+        ):
             self.disable = params.disable
             self.req_to_token_pool = params.req_to_token_pool
             self.token_to_kv_pool_allocator = params.token_to_kv_pool_allocator
@@ -197,8 +204,11 @@ def _build_class():
             self._ns_keys: Dict[int, Any] = {0: None}
             self._events_mod = None
             self.kv_event_queue: list = []
-            # A directory (one call trace per tree, i.e. per reset) or None: KVSIM_RECORD.
+            # A directory (one call trace per tree, i.e. per reset) or None: KVSIM_RECORD; with a
+            # window, the last N calls / S seconds in rotating segment files (docs/sglang.md).
             self._record = record
+            self._record_window = record_window
+            self._record_window_seconds = record_window_seconds
             self.reset()
 
         @classmethod
@@ -210,6 +220,8 @@ def _build_class():
             enable_kv_cache_events: bool = False,
             eviction_policy: str = "lru",
             record: Optional[str] = None,
+            record_window: int = 0,
+            record_window_seconds: float = 0.0,
         ):
             """A cache without memory pools, as SGLang's RadixCache.create_simulated."""
             params = _Params(
@@ -220,7 +232,12 @@ def _build_class():
                 enable_kv_cache_events=enable_kv_cache_events,
                 eviction_policy=eviction_policy,
             )
-            return cls(params, record=record)
+            return cls(
+                params,
+                record=record,
+                record_window=record_window,
+                record_window_seconds=record_window_seconds,
+            )
 
         # ----- helpers -----
         def _tensor(self, arr):
@@ -284,7 +301,13 @@ def _build_class():
             old = getattr(self, "_tree", None)
             if old is not None:
                 old.close_recording()
-            self._tree = kvsim.RadixTree(self.page_size, self.eviction_policy, record=self._record)
+            self._tree = kvsim.RadixTree(
+                self.page_size,
+                self.eviction_policy,
+                record=self._record,
+                record_window=self._record_window,
+                record_window_seconds=self._record_window_seconds,
+            )
             t = self._tree
             self._match, self._insert, self._lock, self._unlock = t.match_prefix, t.insert, t.lock, t.unlock
             self._from_numpy = torch.from_numpy if torch is not None else (lambda a: a)

@@ -40,6 +40,7 @@
 #include "core/tree/eviction_policy.h"
 #include "core/tree/radix_tree.h"
 #include "python/src/recorder.h"
+#include "python/src/recording_window.h"
 #include "sim/call_trace.h"
 
 namespace py = pybind11;
@@ -352,6 +353,29 @@ void unwatch_on_signal(CallRecorder* r) {
   }
 }
 
+// A recording bound from the environment: a whole number (KVSIM_RECORD_MAX_CALLS,
+// KVSIM_RECORD_WINDOW) or a number of seconds (KVSIM_RECORD_WINDOW_SECONDS); 0 when unset.
+uint64_t env_count(const char* name) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const uint64_t v = std::strtoull(env, &end, 10);
+  if (end == env || *end != '\0' || env[0] == '-') {
+    throw py::value_error(std::string(name) + ": not a number: " + env);
+  }
+  return v;
+}
+double env_seconds(const char* name) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(v >= 0) || v > 1e9) {
+    throw py::value_error(std::string(name) + ": not a number of seconds: " + env);
+  }
+  return v;
+}
+
 class PyTree;
 // Trees with an open recording, closed at interpreter exit (kvsim/__init__.py's atexit hook).
 std::mutex g_recording_mu;
@@ -359,8 +383,8 @@ std::set<PyTree*> g_recording;
 
 class PyTree {
  public:
-  PyTree(int32_t page_size, const std::string& policy, py::object record,
-         uint64_t record_max_calls) {
+  PyTree(int32_t page_size, const std::string& policy, py::object record, uint64_t record_max_calls,
+         uint64_t record_window, double record_window_seconds) {
     if (page_size <= 0) {
       throw py::value_error("page_size must be positive, got " + std::to_string(page_size));
     }
@@ -383,16 +407,28 @@ class PyTree {
         target +=
             "/kvsim-calls-" + std::to_string(::getpid()) + "-" + std::to_string(seq++) + ".jsonl";
       }
-      if (const char* env = std::getenv("KVSIM_RECORD_MAX_CALLS");
-          record_max_calls == 0 && env != nullptr && *env != '\0') {
-        char* end = nullptr;
-        record_max_calls = std::strtoull(env, &end, 10);
-        if (end == env || *end != '\0') {
-          throw py::value_error(std::string("KVSIM_RECORD_MAX_CALLS: not a number: ") + env);
+      if (record_max_calls == 0) record_max_calls = env_count("KVSIM_RECORD_MAX_CALLS");
+      if (record_window == 0) record_window = env_count("KVSIM_RECORD_WINDOW");
+      if (!(record_window_seconds >= 0)) {
+        throw py::value_error("record_window_seconds must be >= 0, got " +
+                              std::to_string(record_window_seconds));
+      }
+      if (record_window_seconds == 0) {
+        record_window_seconds = env_seconds("KVSIM_RECORD_WINDOW_SECONDS");
+      }
+      std::optional<TreeSnapshot> first_snapshot;
+      if (record_window != 0 || record_window_seconds > 0) {
+        if (record_max_calls != 0) {
+          throw py::value_error(
+              "record_max_calls (KVSIM_RECORD_MAX_CALLS) keeps the first calls and record_window "
+              "(KVSIM_RECORD_WINDOW, _SECONDS) the last ones: give one of them");
         }
+        window_ = std::make_unique<RecordingWindow>(target, record_window, record_window_seconds);
+        target = window_->current_path();
+        first_snapshot = tree_->snapshot();
       }
       rec_ = std::make_unique<CallRecorder>(target, page_size, options.eviction_policy,
-                                            record_max_calls);
+                                            record_max_calls, std::move(first_snapshot));
       install_signal_flush();
       watch_on_signal(rec_.get());
       std::lock_guard<std::mutex> g(g_recording_mu);
@@ -423,8 +459,17 @@ class PyTree {
     std::lock_guard<std::mutex> g(mu_);
     if (rec_) rec_->flush();
   }
-  std::optional<std::string> recording_path() const {
+  // Under the tree's mutex: a window's next segment changes it.
+  std::optional<std::string> recording_path() {
+    std::lock_guard<std::mutex> g(mu_);
     return rec_ ? std::optional<std::string>(rec_->path()) : std::nullopt;
+  }
+  // The recording's files on disk, oldest first: a window's last two segments, else the one.
+  std::vector<std::string> recording_segments() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!rec_) return {};
+    if (!window_) return {rec_->path()};
+    return window_->live();
   }
   bool recording() const { return rec_ && rec_->active(); }
 
@@ -450,7 +495,7 @@ class PyTree {
         const sim::CallOutcome out{r.device_hit_length(), r.last_device_node->id, 0};
         rec_->finish_call(sim::CallKind::kMatch, &out);
         rec_->produced(out.node);
-        end_if_bound();
+        after_call();
       }
     });
     // r is ours: its index vector moves into the numpy array (IndexVector exposes it const).
@@ -501,7 +546,7 @@ class PyTree {
         const sim::CallOutcome out{r.prefix_len, node, 0};
         rec_->finish_call(sim::CallKind::kInsert, &out);
         rec_->produced(node);
-        end_if_bound();
+        after_call();
       }
     });
     const NodeId last = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
@@ -517,10 +562,8 @@ class PyTree {
       if (node->evicted())
         throw py::value_error("lock: node " + std::to_string(node_id) + " is evicted");
       if (recording()) {
-        const std::optional<int64_t> ref = rec_->producer_of(node_id);
-        if (ref) {
+        if (rec_->begin_lock_of(node_id)) {
           out.call = rec_->next_index();
-          rec_->begin_lock(false, *ref);
         } else {
           stop_recording();  // a node no recorded call returned: the trace could not name it
         }
@@ -532,9 +575,10 @@ class PyTree {
       out.node = node_id;
       stats_.lock_calls += 1;
       if (out.call >= 0 && recording()) {
+        rec_->held(out.call, out.record);
         const sim::CallOutcome none;
         rec_->finish_call(sim::CallKind::kLock, &none);
-        end_if_bound();
+        after_call();
       }
     });
     return out;
@@ -544,18 +588,18 @@ class PyTree {
   int64_t unlock(const PyLock& lock) {
     int64_t delta = 0;
     run(0, [&] {
-      const bool rec = recording() && lock.call >= 0;
+      const bool rec = recording() && rec_->begin_unlock_of(lock.call, lock.record);
       if (recording() && !rec) stop_recording();
-      if (rec) rec_->begin_lock(true, lock.call);
       on_fail_ = sim::CallKind::kUnlock;
       const int64_t before = tree_->evictable_size();
       tree_->unlock(lock.record);
       delta = tree_->evictable_size() - before;
       stats_.unlock_calls += 1;
       if (rec && recording()) {
+        rec_->released(lock.call);
         const sim::CallOutcome none;
         rec_->finish_call(sim::CallKind::kUnlock, &none);
-        end_if_bound();
+        after_call();
       }
     });
     return delta;
@@ -581,7 +625,7 @@ class PyTree {
         rec_->finish_call(sim::CallKind::kEvict, &out);
         for (const auto& [id, n] : ev.nodes)
           rec_->forget(id);
-        end_if_bound();
+        after_call();
       }
     });
     std::vector<SlotIndex>& freed = ev.slots;
@@ -751,11 +795,20 @@ class PyTree {
     return std::move(*out);
   }
 
-  void end_if_bound() {
+  // After each recorded call: the first-calls bound, or the window's next segment.
+  void after_call() {
     if (rec_->at_bound()) {
       rec_->finish(tree_->node_count(), tree_->evictable_size(), tree_->protected_size(),
                    std::nullopt,
                    /*truncated=*/true);
+    } else if (window_ && window_->due(rec_->segment_calls())) {
+      if (rec_->next_segment(window_->next_path(), tree_->snapshot(), tree_->node_count(),
+                             tree_->evictable_size(), tree_->protected_size())) {
+        window_->started_next();
+      } else {
+        std::fprintf(stderr, "kvsim: recording stopped: cannot open %s\n",
+                     window_->next_path().c_str());
+      }
     }
   }
   void stop_recording() {
@@ -766,7 +819,8 @@ class PyTree {
 
   std::unique_ptr<RadixTree> tree_;
   std::unique_ptr<CallRecorder> rec_;
-  std::optional<sim::CallKind> on_fail_;  // the call a failing assertion belongs to
+  std::unique_ptr<RecordingWindow> window_;  // set: a rolling window of the last calls
+  std::optional<sim::CallKind> on_fail_;     // the call a failing assertion belongs to
   std::string policy_;
   std::mutex mu_;
   bool poisoned_ = false;
@@ -828,11 +882,19 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyTree>(m, "RadixTree",
                      "kvsim's page-aligned radix tree; slots are the caller's (device tier).")
-      .def(py::init<int32_t, const std::string&, py::object, uint64_t>(), py::arg("page_size") = 1,
-           py::arg("eviction_policy") = "lru", py::arg("record") = py::none(),
-           py::arg("record_max_calls") = 0,
-           "record: a directory (one file per tree) or a .jsonl path; None reads KVSIM_RECORD")
-      .def_property_readonly("recording_path", &PyTree::recording_path)
+      .def(py::init<int32_t, const std::string&, py::object, uint64_t, uint64_t, double>(),
+           py::arg("page_size") = 1, py::arg("eviction_policy") = "lru",
+           py::arg("record") = py::none(), py::arg("record_max_calls") = 0,
+           py::arg("record_window") = 0, py::arg("record_window_seconds") = 0.0,
+           "record: a directory (one file per tree) or a .jsonl path; None reads KVSIM_RECORD.\n"
+           "record_max_calls: keep the first N calls (KVSIM_RECORD_MAX_CALLS).\n"
+           "record_window / record_window_seconds: keep the last N..2N calls / S..2S seconds in\n"
+           "rotating segment files, each starting with a tree snapshot (KVSIM_RECORD_WINDOW,\n"
+           "KVSIM_RECORD_WINDOW_SECONDS)")
+      .def_property_readonly("recording_path", &PyTree::recording_path,
+                             "the file being written (a window's current segment)")
+      .def_property_readonly("recording_segments", &PyTree::recording_segments,
+                             "the recording's files on disk, oldest first")
       .def_property_readonly("recording", &PyTree::recording)
       .def("close_recording", &PyTree::close_recording)
       .def("flush_recording", &PyTree::flush_recording)

@@ -21,8 +21,11 @@
 // only (async-signal-safe; it changes no recorder state, so it may run more than once): the
 // file then ends without a footer and `kvsim replay` checks every recorded outcome.
 // Bound: after `max_calls` calls the recording ends with a footer marked "truncated" (it keeps
-// the first calls: a window of the last calls would need a tree snapshot to replay from,
-// docs/sglang.md).
+// the first calls). Window (docs/sglang.md "Recording"): next_segment() ends the file with its
+// footer and continues in a new one that starts with a snapshot of the tree (written by
+// recorder_snapshot.cpp); call indices in a segment count from its first call, and what the
+// segment's calls name from before it is named by node id (lock) or by the lock's record
+// (unlock). The caller (PyTree, with a RecordingWindow) decides when and deletes old segments.
 #pragma once
 
 #include <fcntl.h>
@@ -87,28 +90,23 @@ inline uint64_t hash_page(const Token* t, size_t n) {
 
 class CallRecorder {
  public:
-  CallRecorder(std::string path, int32_t page_size, EvictionPolicy policy, uint64_t max_calls)
-      : path_(std::move(path)), page_(static_cast<size_t>(page_size)), max_calls_(max_calls) {
+  // `first_snapshot`: the file is the first segment of a window and starts with it.
+  CallRecorder(std::string path, int32_t page_size, EvictionPolicy policy, uint64_t max_calls,
+               std::optional<TreeSnapshot> first_snapshot = std::nullopt)
+      : page_size_(page_size),
+        policy_(policy),
+        page_(static_cast<size_t>(page_size)),
+        max_calls_(max_calls) {
     hash_pages_ = page_size >= kHashPagesFrom;
-    lines_fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (lines_fd_ < 0) throw std::runtime_error("cannot open recording file " + path_);
-    blob_path_ = path_ + ".bin";
-    blob_fd_ = ::open(blob_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (blob_fd_ < 0) {
-      ::close(lines_fd_);
-      lines_fd_ = -1;
-      throw std::runtime_error("cannot open recording file " + blob_path_);
-    }
+    const std::string error = open_files(path, &lines_fd_, &blob_fd_);
+    if (!error.empty()) throw std::runtime_error(error);
+    set_path(std::move(path));
     for (Region* r : {&lines_, &plines_})
       r->grow(kLinesCap);
     for (Region* r : {&blob_, &pblob_})
       r->grow(kBlobCap);
-    nlohmann::json header =
-        sim::call_trace_header(page_size, policy, "kvsim python module", sim::kSlotsHashLatest);
-    const size_t slash = blob_path_.find_last_of('/');
-    header["blob"] = slash == std::string::npos ? blob_path_ : blob_path_.substr(slash + 1);
-    const std::string h = header.dump() + "\n";
-    lines_.append(h.data(), h.size());
+    write_header();
+    if (first_snapshot) write_snapshot(std::move(*first_snapshot));
     commit();
     flush();
   }
@@ -129,6 +127,52 @@ class CallRecorder {
   bool active() const { return lines_fd_ >= 0 && !ended_; }
   const std::string& path() const { return path_; }
   uint64_t calls() const { return calls_; }
+  uint64_t segment_calls() const { return calls_ - base_; }
+
+  // Ends this segment with its footer (the tree's sizes now) and goes on in a new file at
+  // `path`, which starts with `snapshot` (the tree now). False when the new file cannot be
+  // opened: the recording has then ended (the old file is complete).
+  bool next_segment(const std::string& path, TreeSnapshot snapshot, size_t nodes, int64_t evictable,
+                    int64_t protected_size) {
+    if (!active()) return false;
+    append_footer(nodes, evictable, protected_size, std::nullopt, false);
+    commit();
+    flush();
+    int lines_fd = -1;
+    int blob_fd = -1;
+    if (!open_files(path, &lines_fd, &blob_fd).empty()) {
+      ended_ = true;
+      return false;
+    }
+    rotating_.store(true);  // signal_flush() stays off the files while they change
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    ::close(lines_fd_);
+    ::close(blob_fd_);
+    lines_fd_ = lines_fd;
+    blob_fd_ = blob_fd;
+    set_path(path);
+    for (Region* r : {&lines_, &blob_}) {
+      r->file_off = 0;
+      r->len = 0;
+    }
+    base_ = calls_;
+    ++segment_;
+    hash_ = sim::kCallHashSeed;
+    producer_.clear();  // a segment's calls name only its own calls
+    last_match_ = -1;
+    write_header();
+    write_snapshot(std::move(snapshot));
+    commit();
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rotating_.store(false);
+    return true;
+  }
+
+  // Locks taken by recorded calls and not yet released (by call index), for the snapshots.
+  void held(int64_t call, const LockRecord& record) {
+    held_[call] = HeldLock{record.anchor, record.start[index_of(ComponentType::kFull)]};
+  }
+  void released(int64_t call) { held_.erase(call); }
 
   // The index the next call gets.
   int64_t next_index() const { return static_cast<int64_t>(calls_); }
@@ -196,10 +240,40 @@ class CallRecorder {
     text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
   }
-  void begin_lock(bool unlock, int64_t ref) {
+  // A lock of `node`: named by the call of this segment that returned it, else (a window's
+  // segment) by its id when the segment's snapshot has it. False: it cannot be named.
+  bool begin_lock_of(NodeId node) {
     room(64);
-    text(unlock ? "{\"op\":\"unlock\",\"of\":" : "{\"op\":\"lock\",\"of\":");
-    num(ref);
+    if (const std::optional<int64_t> k = producer_of(node)) {
+      text("{\"op\":\"lock\",\"of\":");
+      num(*k - base_i());
+      return true;
+    }
+    if (segment_first_id_ == 0 || node >= segment_first_id_) return false;
+    text("{\"op\":\"lock\",\"node\":");
+    num(node);
+    return true;
+  }
+  // The release of the lock taken by call `call` (-1: not recorded; false, it cannot be named):
+  // by that call in this segment, else by the lock's record.
+  bool begin_unlock_of(int64_t call, const LockRecord& record) {
+    if (call < 0) return false;
+    room(128);
+    if (call >= base_i()) {
+      text("{\"op\":\"unlock\",\"of\":");
+      num(call - base_i());
+      return true;
+    }
+    text("{\"op\":\"unlock\",\"lock\":{\"call\":");
+    num(call);
+    text(",\"anchor\":");
+    num(record.anchor);
+    if (const std::optional<NodeId>& start = record.start[index_of(ComponentType::kFull)]) {
+      text(",\"start\":");
+      num(*start);
+    }
+    text("}");
+    return true;
   }
   void begin_evict(int64_t n) {
     room(64);
@@ -261,26 +335,13 @@ class CallRecorder {
   // The call just written failed a core assertion: footer with the violation, then close.
   void violation(const std::string& detail, size_t nodes, int64_t evictable,
                  int64_t protected_size) {
-    finish(nodes, evictable, protected_size, std::make_pair(calls_ - 1, detail), false);
+    finish(nodes, evictable, protected_size, std::make_pair(segment_calls() - 1, detail), false);
   }
   void finish(size_t nodes, int64_t evictable, int64_t protected_size,
               std::optional<std::pair<size_t, std::string>> violation = std::nullopt,
               bool truncated = false) {
     if (!active()) return;
-    sim::CallTraceEnd end;
-    end.calls = calls_;
-    end.event_hash = hash_;
-    end.nodes = nodes;
-    end.evictable = evictable;
-    end.protected_size = protected_size;
-    end.violation = std::move(violation);
-    end.truncated = truncated;
-    const std::string f = sim::call_trace_footer(end).dump() + "\n";
-    if (lines_.len + f.size() > lines_.cap) {
-      hand_off();
-      lines_.grow(f.size());
-    }
-    lines_.append(f.data(), f.size());
+    append_footer(nodes, evictable, protected_size, std::move(violation), truncated);
     commit();
     ended_ = true;
     flush();
@@ -303,7 +364,7 @@ class CallRecorder {
   // no lock, no change to the recorder). The writer thread may be writing the handed-off
   // buffers at the same time: writing them again at the same offsets is harmless.
   void signal_flush() const {
-    if (lines_fd_ < 0) return;
+    if (lines_fd_ < 0 || rotating_.load()) return;
     if (writing_.load()) {
       write_region(blob_fd_, pblob_);
       write_region(lines_fd_, plines_);
@@ -317,6 +378,52 @@ class CallRecorder {
   }
 
  private:
+  // The snapshot record and node lines (recorder_snapshot.cpp).
+  void write_snapshot(TreeSnapshot snapshot);
+
+  static std::string open_files(const std::string& path, int* lines_fd, int* blob_fd) {
+    *lines_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*lines_fd < 0) return "cannot open recording file " + path;
+    *blob_fd = ::open((path + ".bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*blob_fd < 0) {
+      ::close(*lines_fd);
+      *lines_fd = -1;
+      return "cannot open recording file " + path + ".bin";
+    }
+    return "";
+  }
+  void set_path(std::string path) {
+    path_ = std::move(path);
+    blob_path_ = path_ + ".bin";
+  }
+  void write_header() {
+    nlohmann::json header =
+        sim::call_trace_header(page_size_, policy_, "kvsim python module", sim::kSlotsHashLatest);
+    const size_t slash = blob_path_.find_last_of('/');
+    header["blob"] = slash == std::string::npos ? blob_path_ : blob_path_.substr(slash + 1);
+    const std::string h = header.dump() + "\n";
+    room(0);
+    lines_.append(h.data(), h.size());
+  }
+  void append_footer(size_t nodes, int64_t evictable, int64_t protected_size,
+                     std::optional<std::pair<size_t, std::string>> violation, bool truncated) {
+    sim::CallTraceEnd end;
+    end.calls = segment_calls();
+    end.event_hash = hash_;
+    end.nodes = nodes;
+    end.evictable = evictable;
+    end.protected_size = protected_size;
+    end.violation = std::move(violation);
+    end.truncated = truncated;
+    const std::string f = sim::call_trace_footer(end).dump() + "\n";
+    if (lines_.len + f.size() > lines_.cap) {
+      hand_off();
+      lines_.grow(f.size());
+    }
+    lines_.append(f.data(), f.size());
+  }
+  int64_t base_i() const { return static_cast<int64_t>(base_); }
+
   static constexpr size_t kLinesCap = size_t{1} << 20;
   static constexpr size_t kBlobCap = size_t{4} << 20;
 
@@ -458,7 +565,7 @@ class CallRecorder {
   }
   void tok_of(int64_t call, size_t count) {
     text(",\"tok_of\":[");
-    num(call);
+    num(call - base_i());
     text(",");
     num(count);
     text("]");
@@ -483,6 +590,8 @@ class CallRecorder {
 
   std::string path_;
   std::string blob_path_;
+  int32_t page_size_ = 1;
+  EvictionPolicy policy_ = EvictionPolicy::kLru;
   size_t page_ = 1;
   bool hash_pages_ = false;
   int lines_fd_ = -1;
@@ -492,6 +601,7 @@ class CallRecorder {
   std::atomic<uint64_t> commit_lines_{0};
   std::atomic<uint64_t> commit_blob_{0};
   std::atomic<bool> writing_{false};
+  std::atomic<bool> rotating_{false};
   std::vector<int64_t> runs_;
   std::vector<uint64_t> pages_;
   std::thread writer_;
@@ -506,6 +616,12 @@ class CallRecorder {
   uint64_t hash_ = sim::kCallHashSeed;
   bool ended_ = false;
   std::map<NodeId, int64_t> producer_;
+  // Windows: the segment's first call (calls are numbered from it in the file), its number,
+  // the first node id it does not know from its snapshot (0: no snapshot), the locks held.
+  uint64_t base_ = 0;
+  uint64_t segment_ = 0;
+  NodeId segment_first_id_ = 0;
+  std::map<int64_t, HeldLock> held_;
 };
 
 }  // namespace kvsim::python
