@@ -12,8 +12,8 @@ namespace kvsim {
 namespace {
 
 // The one place where a snapshot's tokens become a node key.
-decltype(TreeNode::key) restored_key(const std::vector<Token>& tokens) {
-  return decltype(TreeNode::key)(tokens.begin(), tokens.end());
+TokenRun restored_key(const std::vector<Token>& tokens) {
+  return TokenRun::copy_of(tokens);
 }
 
 SnapshotValue value_snapshot(const IndexVector& v) {
