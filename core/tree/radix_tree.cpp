@@ -96,9 +96,14 @@ void RadixTree::unindex_child(TreeNode& node, TreeNode* child) {
 
 size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const Token> tokens) const {
   const size_t limit = std::min(key.size(), tokens.size());
-  // Whole chunks by memcmp, then token by token inside the first differing chunk.
+  // Whole chunks by memcmp (large ones first: a call per 64 tokens was a third of a long
+  // match's cost), then token by token inside the first differing chunk.
   constexpr size_t kChunk = 64;
+  constexpr size_t kBigChunk = 1024;
   size_t n = 0;
+  while (n + kBigChunk <= limit &&
+         std::memcmp(key.data() + n, tokens.data() + n, kBigChunk * sizeof(Token)) == 0)
+    n += kBigChunk;
   while (n + kChunk <= limit &&
          std::memcmp(key.data() + n, tokens.data() + n, kChunk * sizeof(Token)) == 0)
     n += kChunk;
