@@ -7,33 +7,15 @@
 
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
+#include "tests/support/tree_fixture.h"
 
 namespace kvsim {
 namespace {
 
-std::vector<Token> seq(Token first, size_t n) {
-  std::vector<Token> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
+using testing::dev;
+using testing::seq;
 
-IndexVector dev(SlotIndex first, size_t n) {
-  std::vector<SlotIndex> s(n);
-  std::iota(s.begin(), s.end(), first);
-  return IndexVector(Tier::kDevice, std::move(s));
-}
-
-class SplitRefreshTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    SanityReport report;
-    tree_.sanity_check(report);
-    EXPECT_TRUE(report.ok()) << report.summary();
-  }
-
-  ScopedThrowingAsserts asserts_;
-  RadixTree tree_{RadixTreeOptions{.page_size = 4}};
-};
+class SplitRefreshTest : public testing::CheckedTreeTest {};
 
 TEST_F(SplitRefreshTest, PartialMatchKeepsTheBackHalfRecent) {
   const std::vector<Token> a = seq(100, 8);  // two pages
