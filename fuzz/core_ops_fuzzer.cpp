@@ -217,6 +217,16 @@ constexpr OpMaker kOps[] = {
     },
     [](FuzzedDataProvider&, const Executor&) { return Op{.kind = OpKind::kFlush}; },
     storage_with_fault,
+    // An admit as SGLang's batched scheduler makes it: its load-back queued for the next
+    // start_loads (target 1), sometimes under a memory quota.
+    [](FuzzedDataProvider& in, const Executor&) {
+      Op op = with_rid(OpKind::kAdmit, in);
+      op.flag = true;
+      op.target = 1;
+      op.quota = in.ConsumeBool() ? -1 : in.ConsumeIntegralInRange<int64_t>(0, 64);
+      return op;
+    },
+    [](FuzzedDataProvider&, const Executor&) { return Op{.kind = OpKind::kStartLoads}; },
 };
 // One input byte picks an op: more ops than that need a wider selector.
 static_assert(std::size(kOps) < 256, "the op selector is one byte");
