@@ -204,25 +204,39 @@ KVSIM_VECTOR_CLONES int64_t or_all(const int64_t* v, size_t n) {
   return all;
 }
 
-// True when every page of n slots holds page consecutive slots (v[k*page + j] == v[k*page] + j):
-// one OR-reduction per page, which vectorises.
-KVSIM_VECTOR_CLONES bool pages_consecutive(const int64_t* v, size_t n, size_t page) {
+// One vectorised pass over a value's slots: their OR (negative: some slot is) and whether every
+// page of `page` slots holds consecutive slots (v[k*page + j] == v[k*page] + j).
+struct SlotScan {
+  int64_t all_or = 0;
+  bool page_runs = false;
+};
+KVSIM_VECTOR_CLONES SlotScan scan_slots(const int64_t* v, size_t n, size_t page) {
+  SlotScan scan;
+  if (page <= 1 || n % page != 0) {
+    scan.all_or = or_all(v, n);
+    return scan;
+  }
   uint64_t diff = 0;
-  for (size_t k = 0; k + page <= n; k += page) {
+  int64_t all = 0;
+  for (size_t k = 0; k < n; k += page) {
     const int64_t first = v[k];
     const int64_t* p = v + k;
-    for (size_t j = 0; j < page; ++j)
+    for (size_t j = 0; j < page; ++j) {
+      all |= p[j];
       diff |= static_cast<uint64_t>((p[j] - static_cast<int64_t>(j)) ^ first);
+    }
   }
-  return diff == 0;
+  scan.all_or = all;
+  scan.page_runs = diff == 0;
+  return scan;
 }
 
 // The tree's form of a caller's slots: one entry per page when each page's slots are
 // consecutive (what a paged allocator hands out: the tree then stores, slices and returns one
 // index per page), else one per token. Same contents either way (IndexVector invariant 3).
-IndexVector device_value(std::span<const SlotIndex> slots, int32_t page_size) {
-  const auto page = static_cast<size_t>(page_size);
-  if (page > 1 && slots.size() % page == 0 && pages_consecutive(slots.data(), slots.size(), page)) {
+IndexVector device_value(std::span<const SlotIndex> slots, int32_t page_size, bool page_runs) {
+  if (page_runs && page_size > 1) {
+    const auto page = static_cast<size_t>(page_size);
     std::vector<SlotIndex> firsts(slots.size() / page);
     for (size_t k = 0; k < firsts.size(); ++k)
       firsts[k] = slots[k * page];
@@ -513,8 +527,8 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
-    // int64 slots are read in place (int32 ones widened once), then checked in one
-    // vectorised pass.
+    // int64 slots are read in place (int32 ones widened once), then checked and classified
+    // in one vectorised pass.
     std::vector<SlotIndex> widened;
     std::span<const SlotIndex> slots;
     if (value.data64() != nullptr) {
@@ -523,8 +537,8 @@ class PyTree {
       widened.assign(value.data32(), value.data32() + n);
       slots = widened;
     }
-    const int64_t any_negative = or_all(slots.data(), n);
-    if (any_negative < 0) {
+    const SlotScan scan = scan_slots(slots.data(), n, static_cast<size_t>(page_size()));
+    if (scan.all_or < 0) {
       const auto bad = static_cast<size_t>(
           std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
           slots.begin());
@@ -533,7 +547,7 @@ class PyTree {
     }
     InsertResult r;
     run(n, [&] {
-      const IndexVector v = device_value(slots, tree_->page_size());
+      const IndexVector v = device_value(slots, tree_->page_size(), scan.page_runs);
       if (recording()) rec_->begin_insert(ns, tokens.span().first(n), v);
       on_fail_ = sim::CallKind::kInsert;
       const TokenRun shared = tokens.shared_copy();
