@@ -40,25 +40,10 @@ EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_pat
 uint64_t hash_slots(const std::vector<SlotIndex>& slots, int version) {
   uint64_t h = slots.size();
   if (version == 3) {
-    constexpr size_t kBlock = 32;
-    const size_t n = slots.size();
-    const SlotIndex* v = slots.data();
     h = mix64(h, 3);
-    for (size_t i = 0; i < n;) {
-      size_t j = i + 1;
-      // Whole blocks continuing the run, each checked by one OR-reduction (it vectorises).
-      while (j + kBlock <= n) {
-        uint64_t off = 0;
-        for (size_t k = 0; k < kBlock; ++k)
-          off |= static_cast<uint64_t>(v[j + k] - v[j + k - 1] - 1);
-        if (off != 0) break;
-        j += kBlock;
-      }
-      while (j < n && v[j] == v[j - 1] + 1)
-        ++j;
-      h = mix64(mix64(h, static_cast<uint64_t>(v[i])), static_cast<uint64_t>(j - i));
-      i = j;
-    }
+    for_each_consecutive_run(slots, [&](size_t i, size_t j) {
+      h = mix64(mix64(h, static_cast<uint64_t>(slots[i])), static_cast<uint64_t>(j - i));
+    });
     return h;
   }
   if (version != 2) {

@@ -28,16 +28,11 @@ bool Executor::read_pool_range(const KVPoolView& view, std::span<const SlotIndex
   const StreamId compute = backend_.compute_stream();
   // Copies in compute-stream order: after every wait the forward would have made.
   for (int32_t layer = 0; layer < layers; ++layer) {
-    size_t i = 0;
-    while (i < slots.size()) {
-      size_t j = i + 1;
-      while (j < slots.size() && slots[j] == slots[j - 1] + 1)
-        ++j;
+    for_each_consecutive_run(slots, [&](size_t i, size_t j) {
       backend_.copy_async(compute, out,
                           static_cast<size_t>(layer) * per_layer + i * view.item_bytes, view.block,
                           view.offset(layer, slots[i]), (j - i) * view.item_bytes, "model read");
-      i = j;
-    }
+    });
   }
   drive_compute();
   ++stats_.content_checks;

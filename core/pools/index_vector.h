@@ -28,6 +28,30 @@
 
 namespace kvsim {
 
+// Calls f(i, j) for each maximal run [i, j) of consecutive slots (slots[k + 1] == slots[k] + 1)
+// in `slots`, in order. Whole blocks of 32 slots continuing a run are checked by one
+// OR-reduction, which vectorises: allocators hand out long runs.
+template <typename F>
+void for_each_consecutive_run(std::span<const SlotIndex> slots, F&& f) {
+  constexpr size_t kBlock = 32;
+  const size_t n = slots.size();
+  const SlotIndex* v = slots.data();
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j + kBlock <= n) {
+      uint64_t off = 0;
+      for (size_t k = 0; k < kBlock; ++k)
+        off |= static_cast<uint64_t>(v[j + k] - v[j + k - 1] - 1);
+      if (off != 0) break;
+      j += kBlock;
+    }
+    while (j < n && v[j] == v[j - 1] + 1)
+      ++j;
+    f(i, j);
+    i = j;
+  }
+}
+
 class IndexVector {
  public:
   IndexVector() = default;
@@ -115,18 +139,17 @@ class IndexVector {
   void for_each_run(size_t from, size_t to, F&& f) const {
     KV_ASSERT(from <= to && to <= size(), "run range out of range");
     const auto s = static_cast<size_t>(stride_);
+    if (s == 1) {
+      for_each_consecutive_run(std::span<const SlotIndex>(entries_).subspan(from, to - from),
+                               [&](size_t i, size_t j) { f(from + i, from + j); });
+      return;
+    }
     size_t i = from;
     while (i < to) {
-      size_t j = i + 1;
-      if (s == 1) {
-        while (j < to && entries_[j] == entries_[j - 1] + 1)
-          ++j;
-      } else {
-        // To the end of i's page, then whole pages while each starts where the last ended.
-        j = std::min((i / s + 1) * s, to);
-        while (j < to && entries_[j / s] == entries_[j / s - 1] + static_cast<SlotIndex>(s))
-          j = std::min(j + s, to);
-      }
+      // To the end of i's page, then whole pages while each starts where the last ended.
+      size_t j = std::min((i / s + 1) * s, to);
+      while (j < to && entries_[j / s] == entries_[j / s - 1] + static_cast<SlotIndex>(s))
+        j = std::min(j + s, to);
       f(i, j);
       i = j;
     }

@@ -231,12 +231,7 @@ class CallRecorder {
       blob_ref(tokens.data(), tokens.size());
     }
     // Slots as runs (start, length): allocators hand out pages of consecutive slots.
-    runs_.clear();
-    if (value.stride() > 1) {
-      page_runs(value.entries(), value.stride());
-    } else {
-      slot_runs(value.entries());
-    }
+    value_runs(value.entries(), value.stride());
     text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
   }
@@ -462,39 +457,27 @@ class CallRecorder {
     }
   };
 
-  // Maximal runs of consecutive slots into runs_, from one slot per token...
-  void slot_runs(std::span<const SlotIndex> value) {
-    for (size_t i = 0; i < value.size();) {
-      size_t j = i + 1;
-      while (j + kRunBlock <= value.size() && consecutive(value.data() + j - 1))
-        j += kRunBlock;  // a block of kRunBlock slots continuing the run, checked at once
-      while (j < value.size() && value[j] == value[j - 1] + 1)
-        ++j;
-      runs_.push_back(value[i]);
-      runs_.push_back(static_cast<int64_t>(j - i));
-      i = j;
+  // A value's maximal runs of consecutive slots, (start, length) each, into runs_: from one
+  // slot per token (stride 1), or from the first slots of whole pages (IndexVector::pages,
+  // snapshot values), the same runs one step per page.
+  void value_runs(std::span<const SlotIndex> entries, int32_t stride) {
+    runs_.clear();
+    if (stride == 1) {
+      for_each_consecutive_run(entries, [&](size_t i, size_t j) {
+        runs_.push_back(entries[i]);
+        runs_.push_back(static_cast<int64_t>(j - i));
+      });
+      return;
     }
-  }
-  // ... or from the first slots of whole pages (IndexVector::pages): the same runs, one step
-  // per page.
-  void page_runs(std::span<const SlotIndex> firsts, SlotIndex page) {
-    for (size_t k = 0; k < firsts.size();) {
+    const SlotIndex page = stride;
+    for (size_t k = 0; k < entries.size();) {
       size_t m = k + 1;
-      while (m < firsts.size() && firsts[m] == firsts[m - 1] + page)
+      while (m < entries.size() && entries[m] == entries[m - 1] + page)
         ++m;
-      runs_.push_back(firsts[k]);
+      runs_.push_back(entries[k]);
       runs_.push_back(static_cast<int64_t>(m - k) * page);
       k = m;
     }
-  }
-  static constexpr size_t kRunBlock = 32;
-  // Whether v[1..kRunBlock] each follow their predecessor by one (a loop the compiler
-  // vectorises: most inserts are long runs of consecutive slots).
-  static bool consecutive(const SlotIndex* v) {
-    uint64_t off = 0;
-    for (size_t k = 1; k <= kRunBlock; ++k)
-      off |= static_cast<uint64_t>(v[k] - v[k - 1] - 1);
-    return off == 0;
   }
 
   static void pwrite_all(int fd, const char* p, size_t n, uint64_t off) {

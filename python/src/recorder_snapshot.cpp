@@ -9,25 +9,6 @@
 #include "python/src/recorder.h"
 
 namespace kvsim::python {
-namespace {
-
-// A node value's slots as maximal runs (start, length), one slot per token: a page-granular
-// value (stride P: first slots of pages) gives the same runs as its expansion.
-void snapshot_slot_runs(const SnapshotValue& v, std::vector<int64_t>* runs) {
-  runs->clear();
-  const std::vector<SlotIndex>& e = v.entries;
-  const int64_t step = v.stride;
-  for (size_t i = 0; i < e.size();) {
-    size_t j = i + 1;
-    while (j < e.size() && e[j] == e[j - 1] + step)
-      ++j;
-    runs->push_back(e[i]);
-    runs->push_back(static_cast<int64_t>(j - i) * step);
-    i = j;
-  }
-}
-
-}  // namespace
 
 void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
   std::vector<HeldLock> held;
@@ -74,6 +55,17 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
   }
   text("}}\n");
 
+  // A value's slots as runs, with its stride when page-granular (the reader rebuilds pages).
+  auto value = [&](const std::optional<SnapshotValue>& v, const char* runs, const char* stride) {
+    if (!v) return;
+    value_runs(v->entries, v->stride);
+    text(runs);
+    blob_ref(runs_.data(), runs_.size() / 2, 2);
+    if (v->stride != 1) {
+      text(stride);
+      num(v->stride);
+    }
+  };
   for (const NodeSnapshot& n : snapshot.nodes) {
     const size_t key_bytes =
         hash_pages_ ? n.key.size() / page_ * sizeof(uint64_t) : n.key.size() * sizeof(Token);
@@ -95,24 +87,8 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
       text(",\"tok\":");
       blob_ref(n.key.data(), n.key.size());
     }
-    if (n.value) {
-      snapshot_slot_runs(*n.value, &runs_);
-      text(",\"val_runs\":");
-      blob_ref(runs_.data(), runs_.size() / 2, 2);
-      if (n.value->stride != 1) {
-        text(",\"stride\":");
-        num(n.value->stride);
-      }
-    }
-    if (n.host_value) {
-      snapshot_slot_runs(*n.host_value, &runs_);
-      text(",\"host_runs\":");
-      blob_ref(runs_.data(), runs_.size() / 2, 2);
-      if (n.host_value->stride != 1) {
-        text(",\"host_stride\":");
-        num(n.host_value->stride);
-      }
-    }
+    value(n.value, ",\"val_runs\":", ",\"stride\":");
+    value(n.host_value, ",\"host_runs\":", ",\"host_stride\":");
     if (n.lock_ref != 0) {
       text(",\"lock_ref\":");
       num(n.lock_ref);
