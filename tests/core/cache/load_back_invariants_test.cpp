@@ -71,6 +71,11 @@ void serve_distinct(SwaFixture& f, int n) {
   f.cache_->flush();
 }
 
+// Takes every free SWA slot (the caller frees them): the next SWA allocation must evict.
+IndexVector hold_free_swa(SwaFixture& f) {
+  return *f.cache_->alloc_swa(f.cache_->side_pool(kSwa)->device_slots().available_size());
+}
+
 TEST(LoadBackWindowWhole, MakingRoomNeverTakesTheWindowValuesAlreadyOnDevice) {
   SwaFixture f;
   WindowState s = build_window_state(f);
@@ -116,8 +121,7 @@ TEST(OverEviction, AllocationsUnderPressureEvictOnlyTheShortfall) {
   SwaFixture f;
   serve_distinct(f, 12);
   // Fill both pools so each allocation below must evict.
-  const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
-  IndexVector swa_hog = *f.cache_->alloc_swa(swa_free);
+  IndexVector swa_hog = hold_free_swa(f);
   IndexVector dev_hog = *f.cache_->alloc_device(f.cache_->available_device_size());
   const int64_t evicted_before = f.cache_->stats().evicted_device_tokens;
   IndexVector more = *f.cache_->alloc_device(4);
@@ -135,8 +139,7 @@ TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
   SwaFixture f;
   serve_distinct(f, 6);
   // A planted allocator: it needs 4 more SWA slots but asks the eviction for 24.
-  const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
-  IndexVector hog = *f.cache_->alloc_swa(swa_free);
+  IndexVector hog = hold_free_swa(f);
   ASSERT_EQ(f.cache_->evict_swa(24), 24);
   f.cache_->note_eviction(4, f.cache_->side_pool(kSwa)->device_slots().available_size());
   EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 20);
@@ -159,8 +162,7 @@ TEST(UnderEviction, AnAllocatorThatSkipsTheEvictionIsReported) {
   serve_distinct(f, 6);
   // A planted allocator: the SWA pool is full, the tree holds evictable windows, and it
   // gives up without evicting (mutant 368 of issue 11 did this for a shortfall of one slot).
-  const int64_t swa_free = f.cache_->side_pool(kSwa)->device_slots().available_size();
-  IndexVector hog = *f.cache_->alloc_swa(swa_free);
+  IndexVector hog = hold_free_swa(f);
   ASSERT_NE(f.cache_->tree().next_aux_victim(kSwa), nullptr);
   f.cache_->begin_allocation();
   ASSERT_FALSE(f.cache_->side_pool(kSwa)->alloc_for_request(4).has_value());
