@@ -30,11 +30,48 @@ EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_pat
     if (with_paths) out.paths.push_back(RadixTree::prefix_tokens(*victim));
     out.nodes.emplace_back(victim->id, victim->token_count());
     ReleasedSlots released = tree.remove_device_leaf(*victim);
-    const auto& s = released.full_device().slots();
-    out.slots.insert(out.slots.end(), s.begin(), s.end());
-    done += static_cast<int64_t>(s.size());
+    out.freed.push_back(std::move(*released.device[index_of(ComponentType::kFull)]));
+    done += static_cast<int64_t>(out.freed.back().size());
   }
+  out.freed_tokens = done;
   return out;
+}
+
+void EvictedLeaves::copy_slots_to(SlotIndex* out) const {
+  for (const IndexVector& v : freed) {
+    v.copy_slots_to(out);
+    out += v.size();
+  }
+}
+
+std::vector<SlotIndex> EvictedLeaves::slots() const {
+  std::vector<SlotIndex> out(static_cast<size_t>(freed_tokens));
+  copy_slots_to(out.data());
+  return out;
+}
+
+uint64_t hash_freed_slots(const EvictedLeaves& e, int version) {
+  if (version != 3) return hash_slots(e.slots(), version);
+  // The maximal runs of the concatenation: each vector's runs, the last one held back until
+  // the next run shows whether it continues it.
+  uint64_t h = mix64(static_cast<uint64_t>(e.freed_tokens), 3);
+  SlotIndex start = 0;
+  int64_t len = 0;
+  for (const IndexVector& v : e.freed) {
+    if (v.empty()) continue;
+    v.for_each_run(0, v.size(), [&](size_t i, size_t j) {
+      const SlotIndex first = v[i];
+      if (len > 0 && first == start + len) {
+        len += static_cast<int64_t>(j - i);
+        return;
+      }
+      if (len > 0) h = mix64(mix64(h, static_cast<uint64_t>(start)), static_cast<uint64_t>(len));
+      start = first;
+      len = static_cast<int64_t>(j - i);
+    });
+  }
+  if (len > 0) h = mix64(mix64(h, static_cast<uint64_t>(start)), static_cast<uint64_t>(len));
+  return h;
 }
 
 uint64_t hash_slots(const std::vector<SlotIndex>& slots, int version) {

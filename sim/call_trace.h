@@ -63,9 +63,14 @@ struct CallOutcome {
 // Frees at least `tokens` device tokens by removing whole least-recently-used unlocked leaves
 // (SGLang's RadixCache.evict on a device-only tree). Shared by the module and replay.
 struct EvictedLeaves {
-  std::vector<SlotIndex> slots;
+  std::vector<IndexVector> freed;                 // each victim's device slots, in eviction order
+  int64_t freed_tokens = 0;                       // their total size
   std::vector<std::pair<NodeId, int64_t>> nodes;  // (id, tokens), in eviction order
   std::vector<std::vector<Token>> paths;          // token paths, when asked
+
+  // Every freed slot, in order, into out[0, freed_tokens) (a caller's buffer: no zero fill).
+  void copy_slots_to(SlotIndex* out) const;
+  std::vector<SlotIndex> slots() const;
 };
 EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_paths);
 
@@ -76,6 +81,9 @@ EvictedLeaves evict_device_leaves(RadixTree& tree, int64_t tokens, bool with_pat
 // (start, length): a paged allocator's slots are a few runs, so it is one compare per slot.
 inline constexpr int kSlotsHashLatest = 3;
 uint64_t hash_slots(const std::vector<SlotIndex>& slots, int version = 1);
+// hash_slots(freed.slots(), version) without building that vector: version 3 folds the runs
+// of each victim's slots, joined across victims where they continue.
+uint64_t hash_freed_slots(const EvictedLeaves& freed, int version);
 // The event hash after one more call.
 uint64_t fold_call(uint64_t hash, CallKind kind, const CallOutcome& out);
 inline constexpr uint64_t kCallHashSeed = 0x6b7673696d63616cULL;

@@ -301,8 +301,8 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
         }
         case CallKind::kEvict: {
           EvictedLeaves e = evict_device_leaves(tree, c.n, false);
-          out.amount = static_cast<int64_t>(e.slots.size());
-          out.slots_hash = hash_slots(e.slots, trace.slots_hash);
+          out.amount = e.freed_tokens;
+          out.slots_hash = hash_freed_slots(e, trace.slots_hash);
           break;
         }
       }

@@ -125,12 +125,20 @@ class IndexVector {
   std::vector<SlotIndex> to_vector() const {
     if (stride_ == 1) return entries_;
     std::vector<SlotIndex> out(size());
-    SlotIndex* o = out.data();
-    for (const SlotIndex first : entries_) {  // page by page: no division per slot
-      for (SlotIndex t = 0; t < stride_; ++t)
-        *o++ = first + t;
-    }
+    copy_slots_to(out.data());
     return out;
+  }
+
+  // Writes one slot per token to out[0, size()) (page by page: no expansion kept, no division).
+  void copy_slots_to(SlotIndex* out) const {
+    if (stride_ == 1) {
+      std::copy(entries_.begin(), entries_.end(), out);
+      return;
+    }
+    for (const SlotIndex first : entries_) {
+      for (SlotIndex t = 0; t < stride_; ++t)
+        *out++ = first + t;
+    }
   }
 
   // Calls f(i, j) for each maximal run [i, j) of consecutive slots within [from, to), in

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/common/assert.h"
 #include "core/common/probe.h"
 #include "core/tree/full_component.h"
 #include "core/tree/tree_probes.h"
+#include "core/tree/wide_ids.h"
 
 namespace kvsim {
 namespace {
@@ -70,6 +72,15 @@ TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns,
   return it == node.children.end() ? nullptr : it->second.get();
 }
 
+TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns, std::span<const int64_t> rest) {
+  const auto page = static_cast<size_t>(options_.page_size);
+  KV_ASSERT(rest.size() >= page, "child key needs a whole page");
+  wide_page_.resize(page);
+  // No stored key holds an id outside Token's range.
+  if (!narrow_wide_ids(rest.data(), page, wide_page_.data())) return nullptr;
+  return find_child(node, ns, std::span<const Token>(wide_page_));
+}
+
 uint64_t RadixTree::first_page_hash(TreeNode& node) const {
   if (!node.first_page_hash) {
     node.first_page_hash = ChildIndex::hash(node.ns, child_key(node.ns, node.key).page);
@@ -94,20 +105,25 @@ void RadixTree::unindex_child(TreeNode& node, TreeNode* child) {
   KV_ASSERT(erased, "child index lacks child " + std::to_string(child->id));
 }
 
-size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const Token> tokens) const {
+template <typename T>
+size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const T> tokens) const {
   const size_t limit = std::min(key.size(), tokens.size());
-  // Whole chunks by memcmp (large ones first: a call per 64 tokens was a third of a long
-  // match's cost), then token by token inside the first differing chunk.
-  constexpr size_t kChunk = 64;
-  constexpr size_t kBigChunk = 1024;
   size_t n = 0;
-  while (n + kBigChunk <= limit &&
-         std::memcmp(key.data() + n, tokens.data() + n, kBigChunk * sizeof(Token)) == 0)
-    n += kBigChunk;
-  while (n + kChunk <= limit &&
-         std::memcmp(key.data() + n, tokens.data() + n, kChunk * sizeof(Token)) == 0)
-    n += kChunk;
-  while (n < limit && key[n] == tokens[n])
+  if constexpr (std::is_same_v<T, Token>) {
+    constexpr size_t kChunk = 64;
+    // Whole chunks by memcmp (large ones first: a call per 64 tokens was a third of a long
+    // match's cost), then token by token inside the first differing chunk.
+    constexpr size_t kBigChunk = 1024;
+    while (n + kBigChunk <= limit &&
+           std::memcmp(key.data() + n, tokens.data() + n, kBigChunk * sizeof(Token)) == 0)
+      n += kBigChunk;
+    while (n + kChunk <= limit &&
+           std::memcmp(key.data() + n, tokens.data() + n, kChunk * sizeof(Token)) == 0)
+      n += kChunk;
+  } else {
+    n = equal_wide_chunks(key.data(), tokens.data(), limit);
+  }
+  while (n < limit && static_cast<int64_t>(key[n]) == static_cast<int64_t>(tokens[n]))
     ++n;
   KV_PROBE_IF(n < limit && n % static_cast<size_t>(options_.page_size) != 0,
               tree_divergence_mid_page);
@@ -187,8 +203,9 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   return raw;
 }
 
-TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token> rest,
-                             size_t* matched, bool touch_child) {
+template <typename T>
+TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const T> rest, size_t* matched,
+                             bool touch_child) {
   TreeNode* child = find_child(node, ns, rest);
   if (child == nullptr) return nullptr;
   // The back half of a split keeps this stamp (SGLang parity, docs/sglang-parity.md).
@@ -199,8 +216,19 @@ TreeNode* RadixTree::descend(TreeNode& node, Namespace ns, std::span<const Token
 }
 
 MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens) {
+  walk_match(ns, tokens);
+  return result_of_match_path();
+}
+
+MatchResult RadixTree::match_prefix(Namespace ns, std::span<const int64_t> tokens) {
+  walk_match(ns, tokens);
+  return result_of_match_path();
+}
+
+template <typename T>
+void RadixTree::walk_match(Namespace ns, std::span<const T> tokens) {
   const auto page = static_cast<size_t>(options_.page_size);
-  std::span<const Token> rest = tokens.first(tokens.size() / page * page);
+  std::span<const T> rest = tokens.first(tokens.size() / page * page);
   std::vector<TreeNode*>& path = match_path_;
   path.clear();
   TreeNode* node = root_.get();
@@ -215,7 +243,10 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
     rest = rest.subspan(n);
     node = child;
   }
+}
 
+MatchResult RadixTree::result_of_match_path() {
+  const std::vector<TreeNode*>& path = match_path_;
   MatchResult result;
   result.last_device_node = root_.get();
   result.last_host_node = root_.get();
@@ -281,32 +312,107 @@ MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens)
   return result;
 }
 
+namespace {
+
+// insert()'s value source for a caller that passes every slot up front.
+RadixTree::InsertValueSource slices_of(const IndexVector& value, size_t aligned) {
+  KV_ASSERT(value.tier() == Tier::kDevice, "insert needs device slots");
+  KV_ASSERT(value.size() >= aligned, "insert value shorter than its key");
+  return [&value](size_t begin, size_t end) { return value.slice(begin, end); };
+}
+
+size_t aligned_size(size_t n, int32_t page_size) {
+  return n / static_cast<size_t>(page_size) * static_cast<size_t>(page_size);
+}
+
+}  // namespace
+
 InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
                                const IndexVector& value, const AuxInsertValues& aux) {
-  return insert_tokens(ns, tokens, nullptr, value, aux);
+  return insert_tokens(ns, tokens, nullptr,
+                       slices_of(value, aligned_size(tokens.size(), options_.page_size)), aux);
 }
 
 InsertResult RadixTree::insert(Namespace ns, const TokenRun& tokens, const IndexVector& value,
                                const AuxInsertValues& aux) {
-  return insert_tokens(ns, tokens.span(), &tokens, value, aux);
+  return insert_tokens(ns, tokens.span(), &tokens,
+                       slices_of(value, aligned_size(tokens.size(), options_.page_size)), aux);
 }
 
-InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const Token> tokens,
-                                      const TokenRun* shared, const IndexVector& value,
+InsertResult RadixTree::insert(Namespace ns, std::span<const Token> tokens,
+                               const InsertValueSource& value_of, const AuxInsertValues& aux) {
+  return insert_tokens(ns, tokens, nullptr, value_of, aux);
+}
+
+InsertResult RadixTree::insert(Namespace ns, std::span<const int64_t> tokens,
+                               const InsertValueSource& value_of, const AuxInsertValues& aux) {
+  return insert_tokens(ns, tokens, nullptr, value_of, aux);
+}
+
+// Two phases, so that a refusal (a wide id out of range, a value source that throws) leaves the
+// tree as it was: a read-only walk finds where each matched node ends and where the new part
+// starts, the values to store are gathered, and only then does the tree change, in the order
+// one descend-per-step walk would have changed it (touch before split: SGLang parity).
+template <typename T>
+InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
+                                      const TokenRun* shared, const InsertValueSource& value_of,
                                       const AuxInsertValues& aux) {
-  const auto page = static_cast<size_t>(options_.page_size);
-  const size_t aligned = tokens.size() / page * page;
-  KV_ASSERT(value.tier() == Tier::kDevice, "insert needs device slots");
-  KV_ASSERT(value.size() >= aligned, "insert value shorter than its key");
+  const size_t aligned = aligned_size(tokens.size(), options_.page_size);
   KV_ASSERT(!aux.swa || (has_component(ComponentType::kSwa) && aux.swa->size() >= aligned),
             "SWA insert values need the SWA component and one slot per token");
   KV_ASSERT(!aux.mamba || has_component(ComponentType::kMamba), "Mamba value without component");
+  // Phase 1: the walk. After a partial match it ends by itself (the rest differs within the
+  // next page), as the one-pass walk's next lookup under the split node would.
+  std::vector<InsertStep>& steps = insert_steps_;
+  steps.clear();
+  const TreeNode* at = root_.get();
+  size_t pos = 0;
+  while (pos < aligned) {
+    const std::span<const T> rest = tokens.subspan(pos, aligned - pos);
+    TreeNode* child = find_child(*at, ns, rest);
+    if (child == nullptr) break;
+    const size_t n = common_prefix(child->key, rest);
+    steps.push_back(InsertStep{child, pos, n});
+    pos += n;
+    if (n < child->key.size()) break;
+    at = child;
+  }
+  const size_t new_from = pos;
+  // The new leaf's key: a view of the caller's shared storage when it has some, else a copy.
+  // Matched wide ids equal stored Tokens; only the new part can hold one that does not fit.
+  const std::span<const T> fresh = tokens.subspan(new_from, aligned - new_from);
+  TokenRun leaf_key;
+  if constexpr (std::is_same_v<T, Token>) {
+    leaf_key = shared != nullptr ? shared->slice(new_from, fresh.size()) : TokenRun::copy_of(fresh);
+  } else {
+    std::optional<TokenRun> narrowed = TokenRun::try_narrowed_copy_of(fresh);
+    if (!narrowed) {
+      const size_t bad = first_wide_token_out_of_range(fresh);
+      throw TokenOutOfRange(new_from + bad, fresh[bad]);
+    }
+    leaf_key = std::move(*narrowed);
+  }
+  // The values to store, before anything changes.
+  auto checked = [&](size_t begin, size_t end) {
+    IndexVector v = value_of(begin, end);
+    KV_ASSERT(v.tier() == Tier::kDevice && v.size() == end - begin,
+              "insert value source gave the wrong slots");
+    return v;
+  };
+  std::vector<IndexVector> refills;
+  for (const InsertStep& s : steps) {
+    if (s.node->evicted()) refills.push_back(checked(s.pos, s.pos + s.matched));
+  }
+  std::optional<IndexVector> leaf_value;
+  if (new_from < aligned) leaf_value = checked(new_from, aligned);
+
+  // Phase 2.
   InsertResult result;
-  // The request's SWA slots for [pos, pos + n) become the node's value when it owns them all.
-  auto adopt_swa = [&](TreeNode& node, size_t pos, size_t n) {
-    if (!aux.swa || node.has_device(ComponentType::kSwa) || node.evicted() || pos < aux.owned_from)
+  // The request's SWA slots for [p, p + n) become the node's value when it owns them all.
+  auto adopt_swa = [&](TreeNode& node, size_t p, size_t n) {
+    if (!aux.swa || node.has_device(ComponentType::kSwa) || node.evicted() || p < aux.owned_from)
       return;
-    IndexVector slots = aux.swa->slice(pos, pos + n);
+    IndexVector slots = aux.swa->slice(p, p + n);
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i] == 0) return;  // the request dropped part of this node's window
     }
@@ -315,33 +421,29 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const Token> token
     set_aux_value(node, ComponentType::kSwa, std::move(slots));
   };
   TreeNode* node = root_.get();
-  size_t pos = 0;
-  while (pos < aligned) {
-    std::span<const Token> rest = tokens.subspan(pos, aligned - pos);
-    size_t n = 0;
-    TreeNode* child = descend(*node, ns, rest, &n, /*touch_child=*/true);
-    if (child == nullptr) break;
+  size_t next_refill = 0;
+  for (const InsertStep& s : steps) {
+    TreeNode* child = s.node;
+    // The back half of a split keeps this stamp (SGLang parity, docs/sglang-parity.md).
+    touch(*child);
+    if (s.matched < child->key.size()) child = split(*child, s.matched);
     if (child->evicted()) {
       // KV recomputed after eviction: the request's slots become the node's value again.
-      KV_ASSERT(pos >= aux.owned_from, "request matched a node that is evicted now");
+      KV_ASSERT(s.pos >= aux.owned_from, "request matched a node that is evicted now");
       KV_PROBE(tree_insert_recompute_evicted);
-      set_device_value(*child, value.slice(pos, pos + n));
+      set_device_value(*child, std::move(refills[next_refill++]));
     } else {
-      result.prefix_len += static_cast<int64_t>(n);
+      result.prefix_len += static_cast<int64_t>(s.matched);
       bump_hit_count(*child);
       result.hit_nodes.push_back(child);
     }
-    adopt_swa(*child, pos, n);  // descend refreshed the access time
-    pos += n;
+    adopt_swa(*child, s.pos, s.matched);  // touched above
     node = child;
   }
-  if (pos < aligned) {
-    // The new leaf views the caller's shared storage when it has some; else a copy.
-    TokenRun key = shared != nullptr ? shared->slice(pos, aligned - pos)
-                                     : TokenRun::copy_of(tokens.subspan(pos, aligned - pos));
-    TreeNode* leaf = new_node(node, ns, std::move(key));
-    set_device_value(*leaf, value.slice(pos, aligned));
-    adopt_swa(*leaf, pos, aligned - pos);
+  if (new_from < aligned) {
+    TreeNode* leaf = new_node(node, ns, std::move(leaf_key));
+    set_device_value(*leaf, std::move(*leaf_value));
+    adopt_swa(*leaf, new_from, fresh.size());
     bump_hit_count(*leaf);
     result.hit_nodes.push_back(leaf);
     node = leaf;

@@ -26,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -71,6 +72,9 @@ class RadixTree {
   // Longest page-aligned cached prefix of `tokens` in namespace `ns`. Splits a node where
   // the match ends inside it and refreshes access times, so it mutates the tree.
   MatchResult match_prefix(Namespace ns, std::span<const Token> tokens);
+  // The same for wide token ids (int64, as SGLang passes them), read in place: no narrowed
+  // copy of the tokens a match only reads. A token outside Token's range matches nothing.
+  MatchResult match_prefix(Namespace ns, std::span<const int64_t> tokens);
   // Inserts the page-aligned prefix of `tokens` with device slots `value` (same length).
   // Evicted nodes on the path get their device value back from `value`.
   // Hybrid models pass `aux`: SWA tombstones on nodes the request computed itself are revived
@@ -81,6 +85,18 @@ class RadixTree {
   // in shared storage are then stored once, whatever the number of trees or requests).
   InsertResult insert(Namespace ns, const TokenRun& tokens, const IndexVector& value,
                       const AuxInsertValues& aux = {});
+  // The slots of [begin, end) of an insert's key, asked only for the ranges the tree stores
+  // (a new leaf, evicted nodes it refills) and before the tree changes: a source that throws
+  // refuses the insert and leaves the tree as it was. What a binding passes when validating
+  // or converting a caller's slots costs per slot (the matched part's are never read).
+  using InsertValueSource = std::function<IndexVector(size_t begin, size_t end)>;
+  InsertResult insert(Namespace ns, std::span<const Token> tokens,
+                      const InsertValueSource& value_of, const AuxInsertValues& aux = {});
+  // The same for wide token ids (int64, as SGLang passes them), read in place; only the new
+  // leaf's tokens are narrowed, into new storage. Throws TokenOutOfRange (token_run.h), with
+  // the tree unchanged, when one of those does not fit a Token (matched ids always do).
+  InsertResult insert(Namespace ns, std::span<const int64_t> tokens,
+                      const InsertValueSource& value_of, const AuxInsertValues& aux = {});
   // Inserts host-only nodes for `tokens` (a continuation of `anchor`'s path) with host slots
   // `host_value`, as a storage prefetch does. Descends existing nodes; stops before a node
   // without a host copy. The caller frees host slots of present and refused tokens.
@@ -163,25 +179,42 @@ class RadixTree {
 
  private:
   TreeNode* new_node(TreeNode* parent, Namespace ns, TokenRun key);
-  // insert(): `shared`, when set, is the storage `tokens` views (new keys share it).
-  InsertResult insert_tokens(Namespace ns, std::span<const Token> tokens, const TokenRun* shared,
-                             const IndexVector& value, const AuxInsertValues& aux);
+  // insert(): `shared`, when set, is the storage `tokens` views (new keys share it). T is
+  // Token or int64_t (wide ids, read in place; see match_prefix).
+  template <typename T>
+  InsertResult insert_tokens(Namespace ns, std::span<const T> tokens, const TokenRun* shared,
+                             const InsertValueSource& value_of, const AuxInsertValues& aux);
+  // One matched node of insert()'s walk: its key matches [pos, pos + matched) of the key.
+  struct InsertStep {
+    TreeNode* node;
+    size_t pos;
+    size_t matched;
+  };
+  // match_prefix(): the nodes matched, root excluded, into match_path_; then the result.
+  template <typename T>
+  void walk_match(Namespace ns, std::span<const T> tokens);
+  MatchResult result_of_match_path();
   TreeNode* split(TreeNode& node, size_t prefix_tokens);
   // The child of `node` matching the start of `rest`, split so that it ends where the match
   // does (*matched tokens); nullptr when no child starts with rest's first page. With
   // `touch_child`, the child's access time is refreshed BEFORE a split, as SGLang's
   // _match_prefix_helper and _insert_helper do: both halves then count as just used.
-  TreeNode* descend(TreeNode& node, Namespace ns, std::span<const Token> rest, size_t* matched,
+  template <typename T>
+  TreeNode* descend(TreeNode& node, Namespace ns, std::span<const T> rest, size_t* matched,
                     bool touch_child);
   ChildKey child_key(Namespace ns, std::span<const Token> tokens) const;
   // The child of `node` whose key starts with rest's first page in namespace ns, or nullptr.
   TreeNode* find_child(const TreeNode& node, Namespace ns, std::span<const Token> rest) const;
+  // Wide ids: the first page narrowed into a scratch buffer; nullptr when it does not fit.
+  TreeNode* find_child(const TreeNode& node, Namespace ns, std::span<const int64_t> rest);
   // Keep node.child_index in step with node.children (call after adding / before removing).
   void index_child(TreeNode& node, TreeNode* child);
   void unindex_child(TreeNode& node, TreeNode* child);
   // node's ChildIndex hash, computed once and kept on the node.
   uint64_t first_page_hash(TreeNode& node) const;
-  size_t common_prefix(std::span<const Token> key, std::span<const Token> tokens) const;
+  // Page-aligned length of the common prefix of a node's key and `tokens` (Token or int64_t).
+  template <typename T>
+  size_t common_prefix(std::span<const Token> key, std::span<const T> tokens) const;
   void refresh_leaf(TreeNode& node);
   void refresh_leaf_and_parent(TreeNode& node);
   void file_device_leaf(TreeNode& node, bool member);
@@ -207,7 +240,9 @@ class RadixTree {
   std::unordered_map<NodeId, TreeNode*> nodes_;  // every live node, root included (lookups only)
   LeafOrder device_leaves_{&TreeNode::device_link, &TreeNode::device_leaf_key};
   LeafOrder host_leaves_{&TreeNode::host_link, &TreeNode::host_leaf_key};
-  std::vector<TreeNode*> match_path_;  // match_prefix's scratch (no allocation per call)
+  std::vector<TreeNode*> match_path_;     // match_prefix's scratch (no allocation per call)
+  std::vector<Token> wide_page_;          // find_child's narrowed first page (wide ids)
+  std::vector<InsertStep> insert_steps_;  // insert's walk (no allocation per call)
   NodeId next_id_ = 1;
   uint64_t clock_ = 0;  // logical access clock
   int64_t evictable_size_ = 0;

@@ -15,14 +15,32 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/common/assert.h"
 #include "core/common/types.h"
+#include "core/tree/wide_ids.h"
 
 namespace kvsim {
+
+// Thrown by the core's wide-id calls that would store an id outside Token's range.
+class TokenOutOfRange : public std::invalid_argument {
+ public:
+  TokenOutOfRange(size_t index, int64_t value)
+      : std::invalid_argument("tokens[" + std::to_string(index) + "] = " + std::to_string(value) +
+                              " does not fit in kvsim's 32-bit token id"),
+        index_(index) {}
+  size_t index() const { return index_; }
+
+ private:
+  size_t index_;
+};
 
 class TokenRun {
  public:
@@ -38,6 +56,20 @@ class TokenRun {
     std::shared_ptr<Token[]> buf = std::make_shared_for_overwrite<Token[]>(tokens.size());
     std::copy(tokens.begin(), tokens.end(), buf.get());
     return TokenRun(std::shared_ptr<const Token>(buf, buf.get()), tokens.size());
+  }
+  // A run over new storage holding `wide` narrowed to Tokens, or nullopt when some id does not
+  // fit (one pass: the narrowing checks as it copies).
+  static std::optional<TokenRun> try_narrowed_copy_of(std::span<const int64_t> wide) {
+    if (wide.empty()) return TokenRun();
+    std::shared_ptr<Token[]> buf = std::make_shared_for_overwrite<Token[]>(wide.size());
+    if (!narrow_wide_ids(wide.data(), wide.size(), buf.get())) return std::nullopt;
+    return TokenRun(std::shared_ptr<const Token>(buf, buf.get()), wide.size());
+  }
+  // The same for ids the caller checked (all_wide_ids_fit, core/tree/wide_ids.h).
+  static TokenRun narrowed_copy_of(std::span<const int64_t> wide) {
+    std::optional<TokenRun> run = try_narrowed_copy_of(wide);
+    KV_ASSERT(run.has_value(), "a wide token id does not fit kvsim's 32-bit Token");
+    return std::move(*run);
   }
   // Shares a whole vector's tokens (the vector moves into shared storage).
   static TokenRun adopt(std::vector<Token> tokens) {

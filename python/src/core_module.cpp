@@ -8,8 +8,9 @@
 //
 // Rules of the binding (docs/sglang.md, "The Python module"):
 //  - index arrays cross without copies where the core allows it: a match or an evict hands the
-//    core's freshly built index vector to numpy (the array owns it through a capsule); int32
-//    token buffers are read in place; int64 tokens are range-checked into kvsim's 32-bit Token;
+//    core's freshly built index vector to numpy (the array owns it through a capsule); token
+//    buffers are read in place, int32 and int64 alike (the core compares wide ids without a
+//    narrowed copy); an insert's ids are range-checked against kvsim's 32-bit Token;
 //  - calls that do real work release the GIL; one mutex per tree serialises threads;
 //  - a bad argument raises ValueError / TypeError before the core sees it; a violated core
 //    assertion raises kvsim.CoreAssertionError with the core's message, and that tree is
@@ -66,6 +67,17 @@ py::array_t<int64_t> to_numpy(std::vector<int64_t>&& v) {
   py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<int64_t>*>(p); });
   return py::array_t<int64_t>(static_cast<py::ssize_t>(owner->size()), owner->data(),
                               free_when_done);
+}
+
+// An int64 array of n slots written by fill(out) into new, uninitialised storage that the array
+// owns (no zero fill: the expansion of page-granular indices writes every slot once).
+template <typename Fill>
+py::array_t<int64_t> slots_to_numpy(size_t n, Fill&& fill) {
+  std::unique_ptr<int64_t[]> buf = std::make_unique_for_overwrite<int64_t[]>(n);
+  fill(buf.get());
+  int64_t* data = buf.release();
+  py::capsule owner(data, [](void* p) { delete[] static_cast<int64_t*>(p); });
+  return py::array_t<int64_t>(static_cast<py::ssize_t>(n), data, owner);
 }
 
 // A read view of a 1-D integer buffer (numpy array, array.array, memoryview, bytes of ints) or
@@ -184,18 +196,6 @@ class IntBuffer {
 #define KVSIM_VECTOR_CLONES
 #endif
 
-// Narrows n int64 tokens into dst; returns the OR of what the narrowing lost (0: all fit).
-// One pass, vectorised (AVX2 where the CPU has it, chosen at load time; -O3 for the module).
-KVSIM_VECTOR_CLONES uint64_t narrow(const int64_t* src, size_t n, Token* dst) {
-  uint64_t lost = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const Token t = static_cast<Token>(src[i]);
-    lost |= static_cast<uint64_t>(src[i] ^ static_cast<int64_t>(t));
-    dst[i] = t;
-  }
-  return lost;
-}
-
 // The OR of n slot indices (negative: some index is).
 KVSIM_VECTOR_CLONES int64_t or_all(const int64_t* v, size_t n) {
   int64_t all = 0;
@@ -245,46 +245,45 @@ IndexVector device_value(std::span<const SlotIndex> slots, int32_t page_size, bo
   return IndexVector(Tier::kDevice, std::vector<SlotIndex>(slots.begin(), slots.end()));
 }
 
-// Tokens as the core's 32-bit Token: in place for int32 input, range-checked copy otherwise.
+// A caller's token ids, read in place: int32 ids as kvsim's Token, int64 ("wide") ids as they
+// are (the core compares them without a narrowed copy; only the tokens of new nodes are
+// narrowed, by the core, after check_fit).
 class Tokens {
  public:
-  Tokens(py::handle obj, const char* what) : buf_(obj, what) {
-    if (buf_.data32() != nullptr) {
-      span_ = std::span<const Token>(buf_.data32(), buf_.size());
-      return;
-    }
-    // One vectorisable pass (the module is built with -O3): narrow every token and OR
-    // together what the narrowing lost; only a failing batch looks for the offending index.
-    const int64_t* src = buf_.data64();
-    const size_t n = buf_.size();
-    // Shared storage (no zero fill: narrow() writes every element once): an insert's new
-    // nodes view it instead of copying the tokens a second time.
-    copy_ = std::make_shared_for_overwrite<Token[]>(n);
-    Token* dst = copy_.get();
-    const uint64_t lost = narrow(src, n, dst);
-    if (lost != 0) {
-      for (size_t i = 0; i < n; ++i) {
-        if (src[i] != static_cast<int64_t>(static_cast<Token>(src[i]))) {
-          throw py::value_error(std::string(what) + "[" + std::to_string(i) +
-                                "] = " + std::to_string(src[i]) +
-                                " does not fit in kvsim's 32-bit token id");
-        }
-      }
-    }
-    span_ = std::span<const Token>(dst, n);
+  Tokens(py::handle obj, const char* what) : buf_(obj, what), what_(what) {}
+  size_t size() const { return buf_.size(); }
+  bool wide() const { return buf_.data32() == nullptr; }
+  std::span<const Token> narrow_span() const { return {buf_.data32(), buf_.size()}; }
+  std::span<const int64_t> wide_span() const { return {buf_.data64(), buf_.size()}; }
+  // f(span of Token or of int64_t), whichever the caller passed.
+  template <typename F>
+  decltype(auto) visit(F&& f) const {
+    return wide() ? f(wide_span()) : f(narrow_span());
   }
-  std::span<const Token> span() const { return span_; }
-  size_t size() const { return span_.size(); }
-  // The narrowed copy as shared storage; empty when the tokens were read in place (int32).
-  TokenRun shared_copy() const {
-    if (!copy_) return {};
-    return TokenRun(std::shared_ptr<const Token>(copy_, copy_.get()), span_.size());
+  // ValueError naming the first of the first n ids that does not fit kvsim's 32-bit Token.
+  void check_fit(size_t n) const {
+    if (!wide() || all_wide_ids_fit(buf_.data64(), n)) return;
+    const size_t bad = first_wide_token_out_of_range(wide_span().first(n));
+    if (bad == n) return;
+    throw py::value_error(std::string(what_) + "[" + std::to_string(bad) +
+                          "] = " + std::to_string(buf_.data64()[bad]) +
+                          " does not fit in kvsim's 32-bit token id");
+  }
+  // The first n ids as a TokenRun for the recorder: a copy (narrowed if wide); empty (and
+  // `fits` false) when a wide id does not fit.
+  TokenRun recorded_copy(size_t n, bool* fits) const {
+    *fits = true;
+    if (!wide()) return TokenRun::copy_of(narrow_span().first(n));
+    if (!all_wide_ids_fit(buf_.data64(), n)) {
+      *fits = false;
+      return {};
+    }
+    return TokenRun::narrowed_copy_of(wide_span().first(n));
   }
 
  private:
   IntBuffer buf_;
-  std::shared_ptr<Token[]> copy_;
-  std::span<const Token> span_;
+  const char* what_;
 };
 
 struct CallStats {
@@ -497,11 +496,16 @@ class PyTree {
     MatchResult r;
     run(tokens.size(), [&] {
       if (recording()) {
-        const TokenRun shared = tokens.shared_copy();
-        rec_->begin_match(ns, shared.empty() ? TokenRun::copy_of(tokens.span()) : shared);
+        bool fits = true;
+        TokenRun key = tokens.recorded_copy(tokens.size(), &fits);
+        if (fits) {
+          rec_->begin_match(ns, std::move(key));
+        } else {
+          stop_recording();  // a trace holds 32-bit ids; this key matches nothing past it
+        }
       }
       on_fail_ = sim::CallKind::kMatch;
-      r = tree_->match_prefix(ns, tokens.span());
+      r = tokens.visit([&](auto key) { return tree_->match_prefix(ns, key); });
       stats_.match_calls += 1;
       stats_.match_tokens += static_cast<int64_t>(aligned(tokens.size()));
       stats_.hit_tokens += r.device_hit_length();
@@ -512,10 +516,9 @@ class PyTree {
         after_call();
       }
     });
-    // r is ours: its index vector moves into the numpy array (IndexVector exposes it const).
-    std::vector<SlotIndex> slots =
-        std::move(const_cast<std::vector<SlotIndex>&>(r.device_indices.slots()));
-    return py::make_tuple(to_numpy(std::move(slots)), r.last_device_node->id);
+    py::array_t<int64_t> slots = slots_to_numpy(
+        r.device_indices.size(), [&](SlotIndex* out) { r.device_indices.copy_slots_to(out); });
+    return py::make_tuple(slots, r.last_device_node->id);
   }
 
   py::tuple insert(py::handle tokens_obj, py::handle value_obj, Namespace ns) {
@@ -527,8 +530,7 @@ class PyTree {
                             " slots, fewer than the " + std::to_string(n) +
                             " page-aligned tokens of the key");
     }
-    // int64 slots are read in place (int32 ones widened once), then checked and classified
-    // in one vectorised pass.
+    // int64 slots are read in place (int32 ones widened once).
     std::vector<SlotIndex> widened;
     std::span<const SlotIndex> slots;
     if (value.data64() != nullptr) {
@@ -537,21 +539,38 @@ class PyTree {
       widened.assign(value.data32(), value.data32() + n);
       slots = widened;
     }
-    const SlotScan scan = scan_slots(slots.data(), n, static_cast<size_t>(page_size()));
-    if (scan.all_or < 0) {
-      const auto bad = static_cast<size_t>(
-          std::find_if(slots.begin(), slots.end(), [](int64_t v) { return v < 0; }) -
-          slots.begin());
-      throw py::value_error("value[" + std::to_string(bad) + "] = " + std::to_string(slots[bad]) +
-                            " is not a slot index");
-    }
+    // The tree's form of slots [b, e), checked and classified in one vectorised pass.
+    const auto page = static_cast<size_t>(page_size());
+    auto value_of = [&](size_t b, size_t e) {
+      const SlotScan scan = scan_slots(slots.data() + b, e - b, page);
+      if (scan.all_or < 0) {
+        const auto bad =
+            static_cast<size_t>(std::find_if(slots.begin() + static_cast<ptrdiff_t>(b), slots.end(),
+                                             [](int64_t v) { return v < 0; }) -
+                                slots.begin());
+        throw py::value_error("value[" + std::to_string(bad) + "] = " + std::to_string(slots[bad]) +
+                              " is not a slot index");
+      }
+      return device_value(slots.subspan(b, e - b), tree_->page_size(), scan.page_runs);
+    };
     InsertResult r;
     run(n, [&] {
-      const IndexVector v = device_value(slots, tree_->page_size(), scan.page_runs);
-      if (recording()) rec_->begin_insert(ns, tokens.span().first(n), v);
+      std::optional<IndexVector> whole;  // recording: the recorder writes every slot
+      if (recording()) {
+        bool fits = true;
+        const TokenRun key = tokens.recorded_copy(n, &fits);
+        if (!fits) tokens.check_fit(n);  // raises, naming the id, before anything is recorded
+        whole = value_of(0, n);
+        rec_->begin_insert(ns, key.span(), *whole);
+      }
       on_fail_ = sim::CallKind::kInsert;
-      const TokenRun shared = tokens.shared_copy();
-      r = shared.empty() ? tree_->insert(ns, tokens.span(), v) : tree_->insert(ns, shared, v);
+      // Without a recording, only the slots the tree stores are read and checked: a match's
+      // part of the key keeps the tree's slots (the caller frees its own as duplicates).
+      const RadixTree::InsertValueSource source =
+          whole
+              ? RadixTree::InsertValueSource([&](size_t b, size_t e) { return whole->slice(b, e); })
+              : RadixTree::InsertValueSource(value_of);
+      r = tokens.visit([&](auto key) { return tree_->insert(ns, key, source); });
       stats_.insert_calls += 1;
       stats_.insert_tokens += static_cast<int64_t>(n);
       stats_.new_tokens += static_cast<int64_t>(n) - r.prefix_len;
@@ -629,31 +648,32 @@ class PyTree {
       if (recording()) rec_->begin_evict(tokens);
       on_fail_ = sim::CallKind::kEvict;
       ev = sim::evict_device_leaves(*tree_, tokens, with_paths);
-      const auto done = static_cast<int64_t>(ev.slots.size());
+      const int64_t done = ev.freed_tokens;
       stats_.evict_calls += 1;
       stats_.evict_requested += tokens;
       stats_.evicted_tokens += done;
       stats_.evicted_nodes += static_cast<int64_t>(ev.nodes.size());
       if (recording()) {
-        const sim::CallOutcome out{done, 0, sim::hash_slots(ev.slots, sim::kSlotsHashLatest)};
+        const sim::CallOutcome out{done, 0, sim::hash_freed_slots(ev, sim::kSlotsHashLatest)};
         rec_->finish_call(sim::CallKind::kEvict, &out);
         for (const auto& [id, n] : ev.nodes)
           rec_->forget(id);
         after_call();
       }
     });
-    std::vector<SlotIndex>& freed = ev.slots;
+    py::array_t<int64_t> freed = slots_to_numpy(static_cast<size_t>(ev.freed_tokens),
+                                                [&](SlotIndex* out) { ev.copy_slots_to(out); });
     auto& nodes = ev.nodes;
     auto& paths = ev.paths;
     py::list node_list;
     for (const auto& [id, n] : nodes)
       node_list.append(py::make_tuple(id, n));
-    if (!with_paths) return py::make_tuple(to_numpy(std::move(freed)), node_list);
+    if (!with_paths) return py::make_tuple(freed, node_list);
     py::list path_list;
     for (auto& p : paths) {
       path_list.append(py::array_t<int32_t>(static_cast<py::ssize_t>(p.size()), p.data()));
     }
-    return py::make_tuple(to_numpy(std::move(freed)), node_list, path_list);
+    return py::make_tuple(freed, node_list, path_list);
   }
 
   int64_t evictable_size() {
