@@ -269,17 +269,6 @@ class Tokens {
                           "] = " + std::to_string(buf_.data64()[bad]) +
                           " does not fit in kvsim's 32-bit token id");
   }
-  // The first n ids as a TokenRun for the recorder: a copy (narrowed if wide); empty (and
-  // `fits` false) when a wide id does not fit.
-  TokenRun recorded_copy(size_t n, bool* fits) const {
-    *fits = true;
-    if (!wide()) return TokenRun::copy_of(narrow_span().first(n));
-    if (!all_wide_ids_fit(buf_.data64(), n)) {
-      *fits = false;
-      return {};
-    }
-    return TokenRun::narrowed_copy_of(wide_span().first(n));
-  }
 
  private:
   IntBuffer buf_;
@@ -495,14 +484,8 @@ class PyTree {
     Tokens tokens(tokens_obj, "tokens");
     MatchResult r;
     run(tokens.size(), [&] {
-      if (recording()) {
-        bool fits = true;
-        TokenRun key = tokens.recorded_copy(tokens.size(), &fits);
-        if (fits) {
-          rec_->begin_match(ns, std::move(key));
-        } else {
-          stop_recording();  // a trace holds 32-bit ids; this key matches nothing past it
-        }
+      if (recording() && !tokens.visit([&](auto key) { return rec_->begin_match(ns, key); })) {
+        stop_recording();  // a trace holds 32-bit ids; this key matches nothing past it
       }
       on_fail_ = sim::CallKind::kMatch;
       r = tokens.visit([&](auto key) { return tree_->match_prefix(ns, key); });
@@ -557,11 +540,16 @@ class PyTree {
     run(n, [&] {
       std::optional<IndexVector> whole;  // recording: the recorder writes every slot
       if (recording()) {
-        bool fits = true;
-        const TokenRun key = tokens.recorded_copy(n, &fits);
-        if (!fits) tokens.check_fit(n);  // raises, naming the id, before anything is recorded
-        whole = value_of(0, n);
-        rec_->begin_insert(ns, key.span(), *whole);
+        const SlotScan scan = scan_slots(slots.data(), n, page);
+        if (scan.all_or < 0) {
+          // A trace holds no negative slot; the call goes on (it raises if the tree would
+          // store one) without the recording.
+          stop_recording();
+        } else {
+          whole = device_value(slots, tree_->page_size(), scan.page_runs);
+          if (!tokens.visit([&](auto key) { return rec_->begin_insert(ns, key.first(n), *whole); }))
+            tokens.check_fit(n);  // a new id out of range: raises before anything is recorded
+        }
       }
       on_fail_ = sim::CallKind::kInsert;
       // Without a recording, only the slots the tree stores are read and checked: a match's

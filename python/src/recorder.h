@@ -52,6 +52,7 @@
 
 #include "core/pools/index_vector.h"
 #include "core/tree/token_run.h"
+#include "core/tree/wide_ids.h"
 #include "sim/call_trace.h"
 
 namespace kvsim::python {
@@ -187,53 +188,67 @@ class CallRecorder {
   // written after the core ran it: the hit part is the path to the node it returned, which
   // the call that last returned that node already holds ("tok_of"), so only the rest goes to
   // the sidecar.
-  void begin_match(Namespace ns, const TokenRun& tokens) {
+  // Keys come as the caller passed them: 32-bit Tokens or wide (int64) ids. The recorder keeps
+  // the last match's key in its own reused buffer (no allocation per call), narrowed when wide;
+  // false (nothing written) when a wide id does not fit a trace's 32-bit tokens.
+  template <typename T>
+  bool begin_match(Namespace ns, std::span<const T> tokens) {
     const size_t aligned = tokens.size() / page_ * page_;
-    room(tokens.size() * sizeof(Token) + 64);
+    // Kept for finish_call (which hashes only the pages the tree did not hold) and for the
+    // insert that follows (a compare against it finds the shared pages without hashing them).
+    const size_t kept = hash_pages_ ? aligned : tokens.size();
+    match_key_.resize(kept);
+    if (!copy_tokens(tokens.first(kept), match_key_.data())) {
+      last_match_ = -1;
+      return false;
+    }
+    room(kept * sizeof(Token) + 64);
     text("{\"op\":\"match\",\"ns\":");
     num(ns);
     last_match_ = next_index();
     last_match_ns_ = ns;
-    // Kept for finish_call (which hashes only the pages the tree did not hold) and for the
-    // insert that follows (a memcmp against it finds the shared pages without hashing them).
-    // A view of the call's immutable tokens: no copy.
-    last_match_tokens_ = hash_pages_ ? tokens.first(aligned) : tokens;
+    return true;
   }
-  void begin_insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value) {
+  // `tokens` is the page-aligned key. False (nothing written) when a wide id does not fit.
+  template <typename T>
+  bool begin_insert(Namespace ns, std::span<const T> tokens, const IndexVector& value) {
+    const bool same_ns = last_match_ >= 0 && ns == last_match_ns_;
+    const std::span<const Token> match(match_key_);
+    size_t shared = 0;  // leading tokens equal to the last match's
+    if (same_ns) {
+      const size_t limit = std::min(tokens.size(), match.size());
+      shared = equal_prefix(match.first(limit), tokens.first(limit));
+      if (hash_pages_ || shared < limit) shared = shared / page_ * page_;
+    }
+    // The tokens the line spells out (all of them unless the last match names them all).
+    const bool spelled = hash_pages_ ? (shared < tokens.size() || shared == 0)
+                                     : !(shared == tokens.size() && shared > 0);
+    const size_t from = hash_pages_ ? shared : 0;
+    if (spelled) {
+      rest_.resize(tokens.size() - from);
+      if (!copy_tokens(tokens.subspan(from), rest_.data())) return false;
+    }
     room(tokens.size() * sizeof(Token) + value.size() * 2 * sizeof(int64_t) + 64);
     text("{\"op\":\"insert\",\"ns\":");
     num(ns);
-    const bool same_ns = last_match_ >= 0 && ns == last_match_ns_;
-    size_t shared = 0;  // leading tokens equal to the last match's
-    if (same_ns) {
-      const size_t limit = std::min(tokens.size(), last_match_tokens_.size());
-      if (std::memcmp(tokens.data(), last_match_tokens_.data(), limit * sizeof(Token)) == 0) {
-        shared = limit;
-      } else if (hash_pages_) {
-        while (shared + page_ <= limit &&
-               std::memcmp(tokens.data() + shared, last_match_tokens_.data() + shared,
-                           page_ * sizeof(Token)) == 0)
-          shared += page_;
-      }
-    }
     if (hash_pages_) {
-      shared = shared / page_ * page_;
       if (shared > 0) tok_of(last_match_, shared);
-      if (shared < tokens.size() || shared == 0) {
-        hash_into(tokens.subspan(shared), &pages_);
+      if (spelled) {
+        hash_into(rest_, &pages_);
         text(",\"pages\":");
         blob_ref(pages_.data(), pages_.size());
       }
-    } else if (shared == tokens.size() && shared > 0) {
+    } else if (!spelled) {
       tok_of(last_match_, shared);
     } else {
       text(",\"tok\":");
-      blob_ref(tokens.data(), tokens.size());
+      blob_ref(rest_.data(), rest_.size());
     }
     // Slots as runs (start, length): allocators hand out pages of consecutive slots.
     value_runs(value.entries(), value.stride());
     text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
+    return true;
   }
   // A lock of `node`: named by the call of this segment that returned it, else (a window's
   // segment) by its id when the segment's snapshot has it. False: it cannot be named.
@@ -285,14 +300,14 @@ class CallRecorder {
         }
       }
       if (hash_pages_) {
-        if (hit < last_match_tokens_.size() || hit == 0) {  // a key names its tokens somehow
-          hash_into(last_match_tokens_.span().subspan(hit), &pages_);
+        if (hit < match_key_.size() || hit == 0) {  // a key names its tokens somehow
+          hash_into(std::span<const Token>(match_key_).subspan(hit), &pages_);
           text(",\"pages\":");
           blob_ref(pages_.data(), pages_.size());
         }
-      } else if (hit < last_match_tokens_.size() || hit == 0) {
+      } else if (hit < match_key_.size() || hit == 0) {
         text(",\"tok\":");
-        blob_ref(last_match_tokens_.data() + hit, last_match_tokens_.size() - hit);
+        blob_ref(match_key_.data() + hit, match_key_.size() - hit);
       }
     }
     if (out != nullptr) {
@@ -540,6 +555,24 @@ class CallRecorder {
     }
   }
 
+  // tokens into dst as 32-bit Tokens; false when a wide id does not fit.
+  static bool copy_tokens(std::span<const Token> tokens, Token* dst) {
+    std::copy(tokens.begin(), tokens.end(), dst);
+    return true;
+  }
+  static bool copy_tokens(std::span<const int64_t> ids, Token* dst) {
+    return narrow_wide_ids(ids.data(), ids.size(), dst);
+  }
+  // Length of the common prefix of a (the kept match key) and b (same length).
+  static size_t equal_prefix(std::span<const Token> a, std::span<const Token> b) {
+    return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin()).first - a.begin());
+  }
+  static size_t equal_prefix(std::span<const Token> a, std::span<const int64_t> b) {
+    size_t n = equal_wide_chunks(a.data(), b.data(), a.size());
+    while (n < a.size() && static_cast<int64_t>(a[n]) == b[n])
+      ++n;
+    return n;
+  }
   void hash_into(std::span<const Token> tokens, std::vector<uint64_t>* out) const {
     const size_t n = tokens.size() / page_;
     out->resize(n);
@@ -593,7 +626,8 @@ class CallRecorder {
   bool stop_ = false;
   int64_t last_match_ = -1;
   Namespace last_match_ns_ = 0;
-  TokenRun last_match_tokens_;
+  std::vector<Token> match_key_;  // the last match's key (its aligned part with page hashes)
+  std::vector<Token> rest_;       // an insert's spelled-out tokens
   uint64_t calls_ = 0;
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;
