@@ -25,16 +25,18 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
   const int64_t pages = tokens / page_size_;
   if (pages > static_cast<int64_t>(free_pages_.size())) return std::nullopt;
   // One entry per page (its first slot): the vector stands for the page's page_size slots.
+  // The top `pages` entries of the free list, top first (the order pops would give).
   std::vector<SlotIndex> firsts(static_cast<size_t>(pages));
-  for (int64_t i = 0; i < pages; ++i) {
-    const int64_t page = free_pages_.back();
-    free_pages_.pop_back();
+  const int64_t* top = free_pages_.data() + free_pages_.size();
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    const int64_t page = top[-1 - static_cast<ptrdiff_t>(i)];
     KV_ASSERT(page >= 1 && page <= page_count_, "free list holds an invalid page");
     KV_ASSERT(state_[static_cast<size_t>(page)] == kFree,
               "double alloc: page " + std::to_string(page) + " is free-listed but allocated");
     state_[static_cast<size_t>(page)] = kAllocated;
-    firsts[static_cast<size_t>(i)] = page * page_size_;
+    firsts[i] = page * page_size_;
   }
+  free_pages_.resize(free_pages_.size() - firsts.size());
   return IndexVector::pages(tier_, page_size_, std::move(firsts));
 }
 
@@ -115,24 +117,22 @@ bool PagedSlotAllocator::free_pages(std::span<const SlotIndex> firsts) {
   auto page_of = [&](SlotIndex first) -> int64_t {
     return pow2 ? first >> shift : first / page_size_;
   };
-  size_t claimed = 0;
-  for (; claimed < firsts.size(); ++claimed) {
-    const SlotIndex first = firsts[claimed];
+  // One pass: each page is freed as it is checked (a page listed twice fails its second check);
+  // on a problem the pass is undone and the slot-by-slot path names it.
+  const size_t listed = free_pages_.size();
+  free_pages_.reserve(listed + firsts.size());
+  for (const SlotIndex first : firsts) {
     if (first < page_size_ || (pow2 ? (first & mask) : first % page_size_) != 0) break;
     const int64_t page = page_of(first);
     if (page > page_count_ || state_[static_cast<size_t>(page)] != kAllocated) break;
-    state_[static_cast<size_t>(page)] = kFreeing;
-  }
-  if (claimed < firsts.size()) {
-    for (size_t i = 0; i < claimed; ++i)
-      state_[static_cast<size_t>(page_of(firsts[i]))] = kAllocated;
-    return false;
-  }
-  free_pages_.reserve(free_pages_.size() + firsts.size());
-  for (const SlotIndex first : firsts) {
-    const int64_t page = page_of(first);
     state_[static_cast<size_t>(page)] = kFree;
     free_pages_.push_back(page);
+  }
+  if (free_pages_.size() - listed < firsts.size()) {
+    for (size_t i = listed; i < free_pages_.size(); ++i)
+      state_[static_cast<size_t>(free_pages_[i])] = kAllocated;
+    free_pages_.resize(listed);
+    return false;
   }
   return true;
 }
