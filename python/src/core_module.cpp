@@ -484,8 +484,14 @@ class PyTree {
     Tokens tokens(tokens_obj, "tokens");
     MatchResult r;
     run(tokens.size(), [&] {
-      if (recording() && !tokens.visit([&](auto key) { return rec_->begin_match(ns, key); })) {
-        stop_recording();  // a trace holds 32-bit ids; this key matches nothing past it
+      // The tree before the call: the footer's sizes if the recording has to end before it.
+      size_t nodes_before = 0;
+      int64_t evictable_before = 0, protected_before = 0;
+      if (recording()) {
+        nodes_before = tree_->node_count();
+        evictable_before = tree_->evictable_size();
+        protected_before = tree_->protected_size();
+        tokens.visit([&](auto key) { rec_->begin_match(ns, key); });
       }
       on_fail_ = sim::CallKind::kMatch;
       r = tokens.visit([&](auto key) { return tree_->match_prefix(ns, key); });
@@ -494,9 +500,16 @@ class PyTree {
       stats_.hit_tokens += r.device_hit_length();
       if (recording()) {
         const sim::CallOutcome out{r.device_hit_length(), r.last_device_node->id, 0};
-        rec_->finish_call(sim::CallKind::kMatch, &out);
-        rec_->produced(out.node);
-        after_call();
+        if (rec_->finish_match(&out)) {
+          rec_->finish_call(sim::CallKind::kMatch, &out);
+          rec_->produced(out.node);
+          after_call();
+        } else {
+          // A trace holds 32-bit ids; this key matched nothing past one. The recording ends
+          // before this call, with the tree as it was then.
+          rec_->finish(nodes_before, evictable_before, protected_before, std::nullopt,
+                       /*truncated=*/true);
+        }
       }
     });
     py::array_t<int64_t> slots = slots_to_numpy(
@@ -547,8 +560,7 @@ class PyTree {
           stop_recording();
         } else {
           whole = device_value(slots, tree_->page_size(), scan.page_runs);
-          if (!tokens.visit([&](auto key) { return rec_->begin_insert(ns, key.first(n), *whole); }))
-            tokens.check_fit(n);  // a new id out of range: raises before anything is recorded
+          tokens.visit([&](auto key) { rec_->begin_insert(ns, key.first(n), *whole); });
         }
       }
       on_fail_ = sim::CallKind::kInsert;
@@ -558,13 +570,19 @@ class PyTree {
           whole
               ? RadixTree::InsertValueSource([&](size_t b, size_t e) { return whole->slice(b, e); })
               : RadixTree::InsertValueSource(value_of);
-      r = tokens.visit([&](auto key) { return tree_->insert(ns, key, source); });
+      try {
+        r = tokens.visit([&](auto key) { return tree_->insert(ns, key, source); });
+      } catch (const TokenOutOfRange&) {
+        if (whole && recording()) rec_->drop_call();  // refused, tree unchanged: no call
+        throw;
+      }
       stats_.insert_calls += 1;
       stats_.insert_tokens += static_cast<int64_t>(n);
       stats_.new_tokens += static_cast<int64_t>(n) - r.prefix_len;
       if (recording()) {
         const NodeId node = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
         const sim::CallOutcome out{r.prefix_len, node, 0};
+        rec_->finish_insert(r.last_node != nullptr ? r.last_node : tree_->root());
         rec_->finish_call(sim::CallKind::kInsert, &out);
         rec_->produced(node);
         after_call();

@@ -188,68 +188,114 @@ class CallRecorder {
   // written after the core ran it: the hit part is the path to the node it returned, which
   // the call that last returned that node already holds ("tok_of"), so only the rest goes to
   // the sidecar.
-  // Keys come as the caller passed them: 32-bit Tokens or wide (int64) ids. The recorder keeps
-  // the last match's key in its own reused buffer (no allocation per call), narrowed when wide;
-  // false (nothing written) when a wide id does not fit a trace's 32-bit tokens.
+  // Keys come as the caller passed them, 32-bit Tokens or wide (int64) ids, and are written
+  // after the core ran the call, from what it found: a match's hit is the path to the node it
+  // returned (named by the call that produced that node); an insert's key is the path to its
+  // last node, which shares with the last match's key whatever lies on that match's path (the
+  // tree compared those tokens already), so the recorder reads the caller's ids only for a
+  // match's miss and compares, hashes or copies Tokens the tree holds in cache.
   template <typename T>
-  bool begin_match(Namespace ns, std::span<const T> tokens) {
+  void begin_match(Namespace ns, std::span<const T> tokens) {
     const size_t aligned = tokens.size() / page_ * page_;
-    // Kept for finish_call (which hashes only the pages the tree did not hold) and for the
-    // insert that follows (a compare against it finds the shared pages without hashing them).
-    const size_t kept = hash_pages_ ? aligned : tokens.size();
-    match_key_.resize(kept);
-    if (!copy_tokens(tokens.first(kept), match_key_.data())) {
-      last_match_ = -1;
-      return false;
-    }
-    room(kept * sizeof(Token) + 64);
+    // The tree never reads the unaligned tail; with page hashes it is not recorded.
+    pending_ = PendingKey::of(hash_pages_ ? tokens.first(aligned) : tokens);
+    room(pending_.size * sizeof(Token) + 64);
+    mark();
     text("{\"op\":\"match\",\"ns\":");
     num(ns);
-    last_match_ = next_index();
-    last_match_ns_ = ns;
-    return true;
+    pending_ns_ = ns;
   }
-  // `tokens` is the page-aligned key. False (nothing written) when a wide id does not fit.
+  // `tokens` is the page-aligned key.
   template <typename T>
-  bool begin_insert(Namespace ns, std::span<const T> tokens, const IndexVector& value) {
-    const bool same_ns = last_match_ >= 0 && ns == last_match_ns_;
-    const std::span<const Token> match(match_key_);
-    size_t shared = 0;  // leading tokens equal to the last match's
-    if (same_ns) {
-      const size_t limit = std::min(tokens.size(), match.size());
-      shared = equal_prefix(match.first(limit), tokens.first(limit));
-      if (hash_pages_ || shared < limit) shared = shared / page_ * page_;
-    }
-    // The tokens the line spells out (all of them unless the last match names them all).
-    const bool spelled = hash_pages_ ? (shared < tokens.size() || shared == 0)
-                                     : !(shared == tokens.size() && shared > 0);
-    const size_t from = hash_pages_ ? shared : 0;
-    if (spelled) {
-      rest_.resize(tokens.size() - from);
-      if (!copy_tokens(tokens.subspan(from), rest_.data())) return false;
-    }
+  void begin_insert(Namespace ns, std::span<const T> tokens, const IndexVector& value) {
+    pending_ = PendingKey::of(tokens);
     room(tokens.size() * sizeof(Token) + value.size() * 2 * sizeof(int64_t) + 64);
+    mark();
     text("{\"op\":\"insert\",\"ns\":");
     num(ns);
-    if (hash_pages_) {
-      if (shared > 0) tok_of(last_match_, shared);
-      if (spelled) {
-        hash_into(rest_, &pages_);
-        text(",\"pages\":");
-        blob_ref(pages_.data(), pages_.size());
-      }
-    } else if (!spelled) {
-      tok_of(last_match_, shared);
-    } else {
-      text(",\"tok\":");
-      blob_ref(rest_.data(), rest_.size());
-    }
+    pending_ns_ = ns;
     // Slots as runs (start, length): allocators hand out pages of consecutive slots.
     value_runs(value.entries(), value.stride());
     text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
+  }
+  // Forgets the call begun last (a call the core refused without changing the tree). room()
+  // reserved its bytes when it began, so nothing was handed to the writer since.
+  void drop_call() {
+    lines_.len = mark_lines_;
+    blob_.len = mark_blob_;
+  }
+  // The key of the match begun last, once the core ran it (out: its outcome, or null when it
+  // failed an assertion). False, with the call's line dropped, when the ids past the hit
+  // include one a trace's 32-bit tokens cannot hold: the caller ends the recording.
+  bool finish_match(const sim::CallOutcome* out) {
+    size_t hit = 0;
+    std::optional<int64_t> k;
+    if (out != nullptr && out->amount > 0) {
+      k = producer_of(out->node);
+      if (k) hit = static_cast<size_t>(out->amount);
+    }
+    match_miss_.resize(pending_.size - hit);
+    if (!pending_.copy(hit, pending_.size, match_miss_.data())) {
+      drop_call();
+      last_match_ = -1;
+      return false;
+    }
+    if (k) tok_of(*k, hit);
+    if (hash_pages_) {
+      if (!match_miss_.empty() || hit == 0) {  // a key names its tokens somehow
+        hash_into(match_miss_, &pages_);
+        text(",\"pages\":");
+        blob_ref(pages_.data(), pages_.size());
+      }
+    } else if (!match_miss_.empty() || hit == 0) {
+      text(",\"tok\":");
+      blob_ref(match_miss_.data(), match_miss_.size());
+    }
+    last_match_ = next_index();
+    last_match_ns_ = pending_ns_;
+    last_match_from_ = hit;  // match_miss_ holds the key from here on
+    last_match_node_ = hit > 0 ? std::optional<NodeId>(out->node) : std::nullopt;
     return true;
   }
+  // The key of the insert begun last: `last` is the node ending its page-aligned key (the
+  // root for an empty one); null when the core failed an assertion, and then the caller's ids
+  // are spelled out.
+  void finish_insert(const TreeNode* last) {
+    const size_t n = pending_.size;
+    segments_.clear();
+    if (last == nullptr || !path_segments(*last, n)) {
+      rest_.resize(n);
+      pending_.copy(0, n, rest_.data());  // a failed call: ids that do not fit are cut
+      segments_.assign(1, std::span<const Token>(rest_));
+      spell_insert(0, n);
+      return;
+    }
+    // segments_ now holds the key as the tree's node keys, root first.
+    size_t shared = 0;
+    if (last_match_ >= 0 && pending_ns_ == last_match_ns_ && path_covers_last_match()) {
+      shared = last_match_from_;
+      size_t depth = 0;
+      size_t i = 0;  // into match_miss_
+      for (const std::span<const Token> seg : segments_) {
+        const size_t end = depth + seg.size();
+        depth = end;
+        if (end <= last_match_from_) continue;
+        const size_t len = std::min(seg.size(), match_miss_.size() - i);
+        const size_t same = static_cast<size_t>(
+            std::mismatch(seg.begin(), seg.begin() + static_cast<ptrdiff_t>(len),
+                          match_miss_.begin() + static_cast<ptrdiff_t>(i))
+                .first -
+            seg.begin());
+        shared += same;
+        i += same;
+        if (same < seg.size()) break;
+      }
+      if (hash_pages_ || shared < n) shared = shared / page_ * page_;
+    }
+    spell_insert(shared, n);
+  }
+
   // A lock of `node`: named by the call of this segment that returned it, else (a window's
   // segment) by its id when the segment's snapshot has it. False: it cannot be named.
   bool begin_lock_of(NodeId node) {
@@ -290,26 +336,11 @@ class CallRecorder {
     text("{\"op\":\"evict\",\"n\":");
     num(n);
   }
+  // Ends the call begun last with its outcome (null: it failed a core assertion; a match's or
+  // an insert's key is then written here, from the caller's ids).
   void finish_call(sim::CallKind kind, const sim::CallOutcome* out) {
-    if (kind == sim::CallKind::kMatch) {
-      size_t hit = 0;
-      if (out != nullptr && out->amount > 0) {
-        if (const std::optional<int64_t> k = producer_of(out->node)) {
-          hit = static_cast<size_t>(out->amount);
-          tok_of(*k, hit);
-        }
-      }
-      if (hash_pages_) {
-        if (hit < match_key_.size() || hit == 0) {  // a key names its tokens somehow
-          hash_into(std::span<const Token>(match_key_).subspan(hit), &pages_);
-          text(",\"pages\":");
-          blob_ref(pages_.data(), pages_.size());
-        }
-      } else if (hit < match_key_.size() || hit == 0) {
-        text(",\"tok\":");
-        blob_ref(match_key_.data() + hit, match_key_.size() - hit);
-      }
-    }
+    if (out == nullptr && kind == sim::CallKind::kMatch) finish_match(nullptr);
+    if (out == nullptr && kind == sim::CallKind::kInsert) finish_insert(nullptr);
     if (out != nullptr) {
       switch (kind) {
         case sim::CallKind::kMatch:
@@ -555,23 +586,64 @@ class CallRecorder {
     }
   }
 
-  // tokens into dst as 32-bit Tokens; false when a wide id does not fit.
-  static bool copy_tokens(std::span<const Token> tokens, Token* dst) {
-    std::copy(tokens.begin(), tokens.end(), dst);
+  void mark() {
+    mark_lines_ = lines_.len;
+    mark_blob_ = blob_.len;
+  }
+  // The keys of the nodes on the path to `last`, root first, into segments_ (the nodes into
+  // path_nodes_); false when they are not `n` tokens (the insert's key).
+  bool path_segments(const TreeNode& last, size_t n) {
+    path_nodes_.clear();
+    size_t total = 0;
+    for (const TreeNode* p = &last; !p->is_root(); p = p->parent) {
+      path_nodes_.push_back(p);
+      total += p->key.size();
+    }
+    if (total != n) return false;
+    std::reverse(path_nodes_.begin(), path_nodes_.end());
+    for (const TreeNode* p : path_nodes_)
+      segments_.push_back(p->key.span());
     return true;
   }
-  static bool copy_tokens(std::span<const int64_t> ids, Token* dst) {
-    return narrow_wide_ids(ids.data(), ids.size(), dst);
+  // Whether the last match's hit (the path to last_match_node_) starts the path in path_nodes_,
+  // so that the insert's key equals the match's for last_match_from_ tokens.
+  bool path_covers_last_match() const {
+    if (!last_match_node_) return last_match_from_ == 0;
+    size_t depth = 0;
+    for (const TreeNode* p : path_nodes_) {
+      depth += p->key.size();
+      if (p->id == *last_match_node_) return depth == last_match_from_;
+    }
+    return false;
   }
-  // Length of the common prefix of a (the kept match key) and b (same length).
-  static size_t equal_prefix(std::span<const Token> a, std::span<const Token> b) {
-    return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin()).first - a.begin());
-  }
-  static size_t equal_prefix(std::span<const Token> a, std::span<const int64_t> b) {
-    size_t n = equal_wide_chunks(a.data(), b.data(), a.size());
-    while (n < a.size() && static_cast<int64_t>(a[n]) == b[n])
-      ++n;
-    return n;
+  // The insert's key (segments_, n tokens): the first `shared` named by the last match, the
+  // rest spelled out (page hashes, or every token when pages are small).
+  void spell_insert(size_t shared, size_t n) {
+    const bool spelled = hash_pages_ ? (shared < n || shared == 0) : !(shared == n && shared > 0);
+    if (hash_pages_) {
+      if (shared > 0) tok_of(last_match_, shared);
+      if (!spelled) return;
+      pages_.clear();
+      size_t depth = 0;
+      for (const std::span<const Token> seg : segments_) {  // node keys are whole pages
+        const size_t from = shared > depth ? std::min(shared - depth, seg.size()) : 0;
+        depth += seg.size();
+        for (size_t k = from; k < seg.size(); k += page_)
+          pages_.push_back(hash_page(seg.data() + k, page_));
+      }
+      text(",\"pages\":");
+      blob_ref(pages_.data(), pages_.size());
+    } else if (!spelled) {
+      tok_of(last_match_, shared);
+    } else {
+      text(",\"tok\":[");
+      num(blob_.file_off + blob_.len);
+      text(",");
+      num(n);
+      text("]");
+      for (const std::span<const Token> seg : segments_)
+        blob_.append(seg.data(), seg.size() * sizeof(Token));
+    }
   }
   void hash_into(std::span<const Token> tokens, std::vector<uint64_t>* out) const {
     const size_t n = tokens.size() / page_;
@@ -624,10 +696,35 @@ class CallRecorder {
   std::mutex wmu_;
   std::condition_variable wcv_;
   bool stop_ = false;
+  // The key of the call in progress as the caller passed it (valid until its finish).
+  struct PendingKey {
+    const Token* narrow = nullptr;
+    const int64_t* wide = nullptr;
+    size_t size = 0;
+    static PendingKey of(std::span<const Token> t) { return {t.data(), nullptr, t.size()}; }
+    static PendingKey of(std::span<const int64_t> t) { return {nullptr, t.data(), t.size()}; }
+    // [from, to) into dst as Tokens; false when a wide id does not fit (dst then holds the
+    // truncated ids).
+    bool copy(size_t from, size_t to, Token* dst) const {
+      if (narrow != nullptr) {
+        std::copy(narrow + from, narrow + to, dst);
+        return true;
+      }
+      return wide == nullptr || narrow_wide_ids(wide + from, to - from, dst);
+    }
+  };
+  PendingKey pending_;
+  Namespace pending_ns_ = 0;
+  size_t mark_lines_ = 0;  // the region lengths where the call in progress began
+  size_t mark_blob_ = 0;
   int64_t last_match_ = -1;
   Namespace last_match_ns_ = 0;
-  std::vector<Token> match_key_;  // the last match's key (its aligned part with page hashes)
-  std::vector<Token> rest_;       // an insert's spelled-out tokens
+  size_t last_match_from_ = 0;             // the last match's key from here on is match_miss_
+  std::optional<NodeId> last_match_node_;  // ... and before it, the path to this node
+  std::vector<Token> match_miss_;
+  std::vector<const TreeNode*> path_nodes_;       // an insert's path, root first
+  std::vector<std::span<const Token>> segments_;  // ... and its key, node by node
+  std::vector<Token> rest_;                       // a failed insert's key, from the caller's ids
   uint64_t calls_ = 0;
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;

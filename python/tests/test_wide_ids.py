@@ -100,3 +100,39 @@ def test_a_recorded_session_of_wide_ids_replays(tmp_path):
     t.close_recording()
     out = cli("replay", path)
     assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+
+
+@needs_cli
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_an_insert_is_recorded_whatever_it_shares_with_the_last_match(tmp_path, page_size):
+    # The recorder names an insert's tokens by the last match's path when the insert's path
+    # runs through it; every other case spells them out. Each case must replay exactly.
+    P = page_size
+    path = str(tmp_path / "s.jsonl")
+    t = kvsim.RadixTree(page_size=P, record=path)
+    a = np.arange(1, 1 + 8 * P, dtype=np.int64)
+    t.insert(a, np.arange(100, 100 + 8 * P))
+    slot = 1000
+
+    def ins(key):
+        nonlocal slot
+        n = len(key) // P * P
+        t.insert(key, np.arange(slot, slot + n))
+        slot += n
+
+    t.match_prefix(a)
+    ins(np.concatenate([a, np.arange(500, 500 + 2 * P)]))  # extends the match: shares all of it
+    t.match_prefix(a)
+    ins(np.concatenate([a[: 3 * P], np.arange(600, 600 + 3 * P)]))  # diverges inside the hit
+    t.match_prefix(np.concatenate([a[: 2 * P], np.arange(700, 700 + 2 * P)]))  # a miss after 2 pages
+    ins(np.concatenate([a[: 2 * P], np.arange(700, 700 + 4 * P)]))  # shares hit and miss
+    t.match_prefix(a, 1)
+    ins(a)  # the same tokens in another namespace: nothing named across namespaces
+    _, node = t.match_prefix(np.arange(900, 900 + 2 * P, dtype=np.int64))
+    ins(np.arange(900, 900 + 2 * P))
+    t.match_prefix(np.arange(900, 900 + 2 * P, dtype=np.int64))
+    t.evict(10**6)  # the matched node goes before the insert that follows
+    ins(np.arange(900, 900 + 3 * P))
+    t.close_recording()
+    out = cli("replay", path)
+    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
