@@ -282,11 +282,7 @@ class CallRecorder {
         depth = end;
         if (end <= last_match_from_) continue;
         const size_t len = std::min(seg.size(), match_miss_.size() - i);
-        const size_t same = static_cast<size_t>(
-            std::mismatch(seg.begin(), seg.begin() + static_cast<ptrdiff_t>(len),
-                          match_miss_.begin() + static_cast<ptrdiff_t>(i))
-                .first -
-            seg.begin());
+        const size_t same = equal_prefix(seg.data(), match_miss_.data() + i, len);
         shared += same;
         i += same;
         if (same < seg.size()) break;
@@ -644,6 +640,17 @@ class CallRecorder {
       for (const std::span<const Token> seg : segments_)
         blob_.append(seg.data(), seg.size() * sizeof(Token));
     }
+  }
+  // How many leading tokens of a[0, n) and b[0, n) agree: memcmp over 64-token chunks, then
+  // token by token in the first differing one.
+  static size_t equal_prefix(const Token* a, const Token* b, size_t n) {
+    constexpr size_t kChunk = 64;
+    size_t k = 0;
+    while (k + kChunk <= n && std::memcmp(a + k, b + k, kChunk * sizeof(Token)) == 0)
+      k += kChunk;
+    while (k < n && a[k] == b[k])
+      ++k;
+    return k;
   }
   void hash_into(std::span<const Token> tokens, std::vector<uint64_t>* out) const {
     const size_t n = tokens.size() / page_;
