@@ -146,6 +146,7 @@ nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {
       j["ns"] = call.ns;
       j["tokens"] = call.tokens;
       j["value"] = call.value;
+      if (call.value_from > 0) j["val_from"] = call.value_from;
       if (out) j["out"] = {{"prefix", out->amount}, {"node", out->node}};
       break;
     case CallKind::kLock:

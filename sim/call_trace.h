@@ -45,7 +45,8 @@ struct Call {
   CallKind kind = CallKind::kMatch;
   Namespace ns = 0;
   std::vector<Token> tokens;        // match, insert
-  std::vector<SlotIndex> value;     // insert (page-aligned length)
+  std::vector<SlotIndex> value;     // insert: the slots of [value_from, aligned key length)
+  size_t value_from = 0;            // insert: the tree read no slot before it (not recorded)
   int64_t ref = -1;                 // lock: producing call; unlock: lock call
   int64_t n = 0;                    // evict: tokens asked
   std::optional<NodeId> node;       // lock: a node of the trace's snapshot, by id (ref is -1)

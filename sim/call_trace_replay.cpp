@@ -78,7 +78,11 @@ Call parse_call(JsonReader& r, size_t index, CallOutcome* out, bool* has_out,
     c.kind = op == "match" ? CallKind::kMatch : CallKind::kInsert;
     c.ns = static_cast<Namespace>(r.integer("ns", 0, 0, INT64_MAX));
     c.tokens = tokens_of(r, calls, index, blob, pages);
-    if (c.kind == CallKind::kInsert) c.value = value_of(r, blob);
+    if (c.kind == CallKind::kInsert) {
+      c.value = value_of(r, blob);
+      c.value_from =
+          static_cast<size_t>(r.integer("val_from", 0, 0, static_cast<int64_t>(c.tokens.size())));
+    }
     if (*has_out) {
       JsonReader o = r.object("out");
       out->amount = o.required_integer(c.kind == CallKind::kMatch ? "hit" : "prefix", 0, INT64_MAX);
@@ -259,11 +263,22 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
         case CallKind::kInsert: {
           const size_t aligned = c.tokens.size() / static_cast<size_t>(trace.page_size) *
                                  static_cast<size_t>(trace.page_size);
-          if (c.value.size() < aligned) {  // only a hand-edited trace gets here
+          if (c.value_from + c.value.size() < aligned) {  // only a hand-edited trace gets here
             ++r.skipped;
             continue;
           }
-          InsertResult ir = tree.insert(c.ns, c.tokens, IndexVector(Tier::kDevice, c.value));
+          // A recording keeps the slots from the first one the tree read (val_from): a replay
+          // that reads an earlier one has diverged from it.
+          const RadixTree::InsertValueSource value_of_range = [&c](size_t b, size_t e) {
+            KV_ASSERT(b >= c.value_from, "replay: the insert read slot " + std::to_string(b) +
+                                             ", before the first one the recording kept (" +
+                                             std::to_string(c.value_from) +
+                                             "): the replay diverged");
+            const auto first = c.value.begin() + static_cast<ptrdiff_t>(b - c.value_from);
+            return IndexVector(Tier::kDevice, std::vector<SlotIndex>(
+                                                  first, first + static_cast<ptrdiff_t>(e - b)));
+          };
+          InsertResult ir = tree.insert(c.ns, std::span<const Token>(c.tokens), value_of_range);
           out.amount = ir.prefix_len;
           out.node = ir.last_node != nullptr ? ir.last_node->id : tree.root()->id;
           node_of[i] = out.node;

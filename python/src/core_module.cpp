@@ -551,29 +551,32 @@ class PyTree {
     };
     InsertResult r;
     run(n, [&] {
-      std::optional<IndexVector> whole;  // recording: the recorder writes every slot
-      if (recording()) {
-        const SlotScan scan = scan_slots(slots.data(), n, page);
-        if (scan.all_or < 0) {
-          // A trace holds no negative slot; the call goes on (it raises if the tree would
-          // store one) without the recording.
-          stop_recording();
-        } else {
-          whole = device_value(slots, tree_->page_size(), scan.page_runs);
-          tokens.visit([&](auto key) { rec_->begin_insert(ns, key.first(n), *whole); });
-        }
+      // The tree before the call: the footer's sizes if the recording has to end before it.
+      const bool rec = recording();
+      size_t nodes_before = 0;
+      int64_t evictable_before = 0, protected_before = 0;
+      if (rec) {
+        nodes_before = tree_->node_count();
+        evictable_before = tree_->evictable_size();
+        protected_before = tree_->protected_size();
+        tokens.visit([&](auto key) { rec_->begin_insert(ns, key.first(n)); });
       }
       on_fail_ = sim::CallKind::kInsert;
-      // Without a recording, only the slots the tree stores are read and checked: a match's
-      // part of the key keeps the tree's slots (the caller frees its own as duplicates).
+      // Only the slots the tree stores are read and checked (and recorded): a match's part of
+      // the key keeps the tree's slots (the caller frees its own as duplicates).
       const RadixTree::InsertValueSource source =
-          whole
-              ? RadixTree::InsertValueSource([&](size_t b, size_t e) { return whole->slice(b, e); })
+          rec ? RadixTree::InsertValueSource([&](size_t b, size_t e) {
+            IndexVector v = value_of(b, e);
+            rec_->note_value(b, v);
+            return v;
+          })
               : RadixTree::InsertValueSource(value_of);
       try {
         r = tokens.visit([&](auto key) { return tree_->insert(ns, key, source); });
-      } catch (const TokenOutOfRange&) {
-        if (whole && recording()) rec_->drop_call();  // refused, tree unchanged: no call
+      } catch (const AssertionFailure&) {
+        throw;  // guarded() records the failing call
+      } catch (...) {
+        if (rec) rec_->drop_call();  // refused with the tree unchanged: no call to record
         throw;
       }
       stats_.insert_calls += 1;
@@ -582,10 +585,18 @@ class PyTree {
       if (recording()) {
         const NodeId node = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
         const sim::CallOutcome out{r.prefix_len, node, 0};
-        rec_->finish_insert(r.last_node != nullptr ? r.last_node : tree_->root());
-        rec_->finish_call(sim::CallKind::kInsert, &out);
-        rec_->produced(node);
-        after_call();
+        if (rec_->value_recordable()) {
+          rec_->finish_insert(r.last_node != nullptr ? r.last_node : tree_->root());
+          rec_->finish_call(sim::CallKind::kInsert, &out);
+          rec_->produced(node);
+          after_call();
+        } else {
+          // The tree read slots in ranges with a gap between them (a refill before a new leaf;
+          // never in this device-only tree): the recording ends before this call.
+          rec_->drop_call();
+          rec_->finish(nodes_before, evictable_before, protected_before, std::nullopt,
+                       /*truncated=*/true);
+        }
       }
     });
     const NodeId last = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;

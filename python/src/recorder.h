@@ -205,25 +205,25 @@ class CallRecorder {
     num(ns);
     pending_ns_ = ns;
   }
-  // `tokens` is the page-aligned key.
+  // `tokens` is the page-aligned key; its value is written at finish_insert (the slots the
+  // tree read).
   template <typename T>
-  void begin_insert(Namespace ns, std::span<const T> tokens, const IndexVector& value) {
+  void begin_insert(Namespace ns, std::span<const T> tokens) {
     pending_ = PendingKey::of(tokens);
-    room(tokens.size() * sizeof(Token) + value.size() * 2 * sizeof(int64_t) + 64);
+    room(tokens.size() * (sizeof(Token) + 2 * sizeof(int64_t)) + 64);
     mark();
     text("{\"op\":\"insert\",\"ns\":");
     num(ns);
     pending_ns_ = ns;
-    // Slots as runs (start, length): allocators hand out pages of consecutive slots.
-    value_runs(value.entries(), value.stride());
-    text(",\"val_runs\":");
-    blob_ref(runs_.data(), runs_.size() / 2, 2);
   }
   // Forgets the call begun last (a call the core refused without changing the tree). room()
   // reserved its bytes when it began, so nothing was handed to the writer since.
   void drop_call() {
     lines_.len = mark_lines_;
     blob_.len = mark_blob_;
+    value_seen_ = false;
+    value_gap_ = false;
+    insert_value_ = IndexVector();
   }
   // The key of the match begun last, once the core ran it (out: its outcome, or null when it
   // failed an assertion). False, with the call's line dropped, when the ids past the hit
@@ -261,7 +261,43 @@ class CallRecorder {
   // The key of the insert begun last: `last` is the node ending its page-aligned key (the
   // root for an empty one); null when the core failed an assertion, and then the caller's ids
   // are spelled out.
+  // A range of slots the core read for the insert in progress (ranges come in key order).
+  void note_value(size_t begin, const IndexVector& v) {
+    if (!value_seen_) {
+      value_seen_ = true;
+      value_from_ = begin;
+      insert_value_ = v;
+    } else if (begin == value_from_ + insert_value_.size()) {
+      insert_value_.append(v);
+    } else {
+      value_gap_ = true;  // a range not next to the last: not representable as one run list
+    }
+  }
+  // False when the ranges the core read cannot be written as one list from val_from on (the
+  // caller then ends the recording before this call).
+  bool value_recordable() const { return !value_gap_; }
+  // The insert's value and key, once the core ran it: `last` ends its page-aligned key (the
+  // root for an empty one); null when the core failed an assertion (the caller's ids are then
+  // spelled out). The value is the slots the tree read, [val_from, key length), as runs
+  // ("val_from" + "val_runs"): the duplicates of the part it already held are not recorded.
   void finish_insert(const TreeNode* last) {
+    const size_t from = value_seen_ ? value_from_ : pending_.size;
+    if (from > 0) {
+      text(",\"val_from\":");
+      num(from);
+    }
+    // Slots as runs (start, length): allocators hand out pages of consecutive slots.
+    value_runs(insert_value_.entries(), insert_value_.stride());
+    text(",\"val_runs\":");
+    blob_ref(runs_.data(), runs_.size() / 2, 2);
+    value_seen_ = false;
+    value_gap_ = false;
+    insert_value_ = IndexVector();
+    finish_insert_key(last);
+  }
+
+ private:
+  void finish_insert_key(const TreeNode* last) {
     const size_t n = pending_.size;
     segments_.clear();
     if (last == nullptr || !path_segments(*last, n)) {
@@ -292,6 +328,7 @@ class CallRecorder {
     spell_insert(shared, n);
   }
 
+ public:
   // A lock of `node`: named by the call of this segment that returned it, else (a window's
   // segment) by its id when the segment's snapshot has it. False: it cannot be named.
   bool begin_lock_of(NodeId node) {
@@ -728,6 +765,10 @@ class CallRecorder {
   Namespace last_match_ns_ = 0;
   size_t last_match_from_ = 0;             // the last match's key from here on is match_miss_
   std::optional<NodeId> last_match_node_;  // ... and before it, the path to this node
+  bool value_seen_ = false;                // the insert in progress: the slots the core read
+  bool value_gap_ = false;
+  size_t value_from_ = 0;
+  IndexVector insert_value_;
   std::vector<Token> match_miss_;
   std::vector<const TreeNode*> path_nodes_;       // an insert's path, root first
   std::vector<std::span<const Token>> segments_;  // ... and its key, node by node

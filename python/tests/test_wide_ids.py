@@ -75,12 +75,22 @@ def test_what_a_trace_cannot_hold_stops_the_recording_not_the_call(tmp_path):
     assert calls == 2 and end["truncated"]
     assert cli("replay", path).returncode == 0
 
+    # The slots of the part the tree already holds are neither read nor recorded ("val_from"):
+    # a negative duplicate neither fails the call nor ends the recording.
     path2 = str(tmp_path / "n.jsonl")
     t2 = kvsim.RadixTree(page_size=2, record=path2)
     t2.insert([1, 2], [10, 11])
-    assert t2.insert([1, 2, 3, 4], [-1, -1, 12, 13])[0] == 2  # legal, but not recordable
-    assert not t2.recording and t2.total_size() == 4
-    assert cli("replay", path2).returncode == 0
+    assert t2.insert([1, 2, 3, 4], [-1, -1, 12, 13])[0] == 2
+    assert t2.recording and t2.total_size() == 4
+    with pytest.raises(ValueError, match="not a slot index"):  # refused: not recorded either
+        t2.insert([1, 2, 3, 4, 5, 6], [0, 0, 0, 0, -5, 7])
+    t2.close_recording()
+    end, calls = footer(path2)
+    assert calls == 2 and not end.get("truncated")
+    lines = open(path2).read().splitlines()
+    assert '"val_from":2' in lines[2]
+    out = cli("replay", path2)
+    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
 
 
 @needs_cli

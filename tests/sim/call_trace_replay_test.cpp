@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 namespace kvsim::sim {
@@ -41,6 +42,52 @@ TEST(CallTraceReplay, RecordingFromAnotherBuildLayoutStillMatches) {
   EXPECT_TRUE(call_replay_matches(trace, replay_calls(trace)));
   trace.end->violation->second = "core/tree/full_component.cpp:1: other: assertion";
   EXPECT_FALSE(call_replay_matches(trace, replay_calls(trace)));
+}
+
+}  // namespace
+}  // namespace kvsim::sim
+
+namespace kvsim::sim {
+namespace {
+
+// "val_from": a recording keeps an insert's slots from the first one the tree read. A replay
+// in step with it reads only those; one that reads an earlier slot has diverged and says so.
+CallTrace trace_of(const std::string& dir, const std::string& lines) {
+  const std::string path = dir + "/val_from.calls.jsonl";
+  {
+    std::ofstream out(path);
+    out << R"({"eviction_policy":"lru","kind":"calls","kvsim_trace":1,"page_size":2,"source":"test"})"
+        << "\n"
+        << lines;
+  }
+  return read_call_trace(path);
+}
+
+TEST(CallTraceReplay, AnInsertRecordedFromValFromReplaysTheSlotsItKept) {
+  const CallTrace trace = trace_of(::testing::TempDir(),
+                                   R"({"ns":0,"op":"insert","tokens":[1,2],"value":[10,11]}
+{"ns":0,"op":"insert","tokens":[1,2,3,4],"val_from":2,"value":[12,13]}
+{"ns":0,"op":"match","tokens":[1,2,3,4]}
+)");
+  ASSERT_EQ(trace.calls.size(), 3u);
+  EXPECT_EQ(trace.calls[1].value_from, 2u);
+  const CallReplay r = replay_calls(trace);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.outcomes[2].has_value());
+  EXPECT_EQ(r.outcomes[1]->amount, 2);  // prefix_len: the first page was held
+  EXPECT_EQ(r.outcomes[2]->amount, 4);  // and the second stored from the kept slots
+}
+
+TEST(CallTraceReplay, AnInsertThatReadsBeforeValFromIsADivergence) {
+  // The tree holds nothing: the insert reads slot 0, which the recording did not keep.
+  const CallTrace trace =
+      trace_of(::testing::TempDir(),
+               R"({"ns":0,"op":"insert","tokens":[1,2,3,4],"val_from":2,"value":[12,13]}
+)");
+  const CallReplay r = replay_calls(trace);
+  ASSERT_TRUE(r.violation.has_value());
+  EXPECT_NE(r.violation->second.find("before the first one the recording kept"), std::string::npos)
+      << r.violation->second;
 }
 
 }  // namespace
