@@ -47,6 +47,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -60,32 +61,29 @@ namespace kvsim::python {
 // Pages of at least this many tokens are recorded as hashes.
 inline constexpr int32_t kHashPagesFrom = 4;
 
-// A 64-bit hash of one page of tokens: four independent multiply-rotate lanes (so the CPU runs
-// them in parallel) folded together. Only equality matters to replay.
+// A 64-bit hash of one page of tokens: eight independent multiply-xorshift lanes over 64-bit
+// words (one multiply per two tokens; the CPU overlaps the lanes), folded together. Only
+// equality matters to replay, within one recording: nothing compares hashes across files.
 inline uint64_t hash_page(const Token* t, size_t n) {
-  constexpr uint64_t k1 = 0x9e3779b185ebca87ULL;
-  constexpr uint64_t k2 = 0xc2b2ae3d27d4eb4fULL;
-  auto round = [](uint64_t acc, uint64_t w) {
-    acc += w * k2;
-    acc = (acc << 31) | (acc >> 33);
-    return acc * k1;
-  };
-  uint64_t a = 1, b = 2, c = 3, d = 4;
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
+  constexpr uint64_t kFold = 0xC2B2AE3D27D4EB4FULL;
+  uint64_t lane[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w[4];
+  for (; i + 16 <= n; i += 16) {
+    uint64_t w[8];
     std::memcpy(w, t + i, sizeof w);
-    a = round(a, w[0]);
-    b = round(b, w[1]);
-    c = round(c, w[2]);
-    d = round(d, w[3]);
+    for (size_t k = 0; k < 8; ++k) {
+      const uint64_t h = (lane[k] ^ w[k]) * kMul;
+      lane[k] = h ^ (h >> 32);
+    }
   }
-  for (; i < n; ++i)
-    a = round(a, static_cast<uint32_t>(t[i]));
-  uint64_t h = round(round(round(round(n, a), b), c), d);
-  h ^= h >> 29;
-  h *= k1;
-  h ^= h >> 32;
+  for (; i < n; ++i) {
+    const uint64_t h = (lane[0] ^ static_cast<uint32_t>(t[i])) * kMul;
+    lane[0] = h ^ (h >> 32);
+  }
+  uint64_t h = n;
+  for (const uint64_t l : lane)
+    h = (h ^ l) * kFold, h ^= h >> 29;
   return h;
 }
 
@@ -235,26 +233,29 @@ class CallRecorder {
       k = producer_of(out->node);
       if (k) hit = static_cast<size_t>(out->amount);
     }
-    match_miss_.resize(pending_.size - hit);
-    if (!pending_.copy(hit, pending_.size, match_miss_.data())) {
+    // The buffer only grows (no zero fill of what the copy overwrites).
+    miss_len_ = pending_.size - hit;
+    if (miss_buf_.size() < miss_len_) miss_buf_.resize(miss_len_);
+    const std::span<const Token> miss(miss_buf_.data(), miss_len_);
+    if (!pending_.copy(hit, pending_.size, miss_buf_.data())) {
       drop_call();
       last_match_ = -1;
       return false;
     }
     if (k) tok_of(*k, hit);
     if (hash_pages_) {
-      if (!match_miss_.empty() || hit == 0) {  // a key names its tokens somehow
-        hash_into(match_miss_, &pages_);
+      if (!miss.empty() || hit == 0) {  // a key names its tokens somehow
+        hash_into(miss, &pages_);
         text(",\"pages\":");
         blob_ref(pages_.data(), pages_.size());
       }
-    } else if (!match_miss_.empty() || hit == 0) {
+    } else if (!miss.empty() || hit == 0) {
       text(",\"tok\":");
-      blob_ref(match_miss_.data(), match_miss_.size());
+      blob_ref(miss.data(), miss.size());
     }
     last_match_ = next_index();
     last_match_ns_ = pending_ns_;
-    last_match_from_ = hit;  // match_miss_ holds the key from here on
+    last_match_from_ = hit;  // miss_buf_[0, miss_len_) holds the key from here on
     last_match_node_ = hit > 0 ? std::optional<NodeId>(out->node) : std::nullopt;
     return true;
   }
@@ -312,13 +313,13 @@ class CallRecorder {
     if (last_match_ >= 0 && pending_ns_ == last_match_ns_ && path_covers_last_match()) {
       shared = last_match_from_;
       size_t depth = 0;
-      size_t i = 0;  // into match_miss_
+      size_t i = 0;  // into miss_buf_
       for (const std::span<const Token> seg : segments_) {
         const size_t end = depth + seg.size();
         depth = end;
         if (end <= last_match_from_) continue;
-        const size_t len = std::min(seg.size(), match_miss_.size() - i);
-        const size_t same = equal_prefix(seg.data(), match_miss_.data() + i, len);
+        const size_t len = std::min(seg.size(), miss_len_ - i);
+        const size_t same = equal_prefix(seg.data(), miss_buf_.data() + i, len);
         shared += same;
         i += same;
         if (same < seg.size()) break;
@@ -763,13 +764,14 @@ class CallRecorder {
   size_t mark_blob_ = 0;
   int64_t last_match_ = -1;
   Namespace last_match_ns_ = 0;
-  size_t last_match_from_ = 0;             // the last match's key from here on is match_miss_
+  size_t last_match_from_ = 0;             // the last match's key from here on is the miss
   std::optional<NodeId> last_match_node_;  // ... and before it, the path to this node
   bool value_seen_ = false;                // the insert in progress: the slots the core read
   bool value_gap_ = false;
   size_t value_from_ = 0;
   IndexVector insert_value_;
-  std::vector<Token> match_miss_;
+  std::vector<Token> miss_buf_;  // the last match's miss: [0, miss_len_) (grows only)
+  size_t miss_len_ = 0;
   std::vector<const TreeNode*> path_nodes_;       // an insert's path, root first
   std::vector<std::span<const Token>> segments_;  // ... and its key, node by node
   std::vector<Token> rest_;                       // a failed insert's key, from the caller's ids
@@ -777,7 +779,8 @@ class CallRecorder {
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;
   bool ended_ = false;
-  std::map<NodeId, int64_t> producer_;
+  // Looked up and erased, never iterated: a hash map keeps the recording deterministic.
+  std::unordered_map<NodeId, int64_t> producer_;
   // Windows: the segment's first call (calls are numbered from it in the file), its number,
   // the first node id it does not know from its snapshot (0: no snapshot), the locks held.
   uint64_t base_ = 0;
