@@ -108,29 +108,33 @@ void PagedSlotAllocator::free(const IndexVector& slots) {
 }
 
 bool PagedSlotAllocator::free_pages(std::span<const SlotIndex> firsts) {
-  // The hot path (what alloc handed out, one entry per page): claim, then commit. On any
-  // problem the claims are rolled back and the slot-by-slot path names it.
-  // A power-of-two page size divides by shifting (the common case: 1, 16, 64, 512).
+  // The hot path (what alloc handed out, one entry per page). A power-of-two page size
+  // divides by shifting (the common case: 1, 16, 64, 512).
   const bool pow2 = (page_size_ & (page_size_ - 1)) == 0;
   const int shift = std::countr_zero(static_cast<uint32_t>(page_size_));
   const SlotIndex mask = page_size_ - 1;
-  auto page_of = [&](SlotIndex first) -> int64_t {
-    return pow2 ? first >> shift : first / page_size_;
-  };
   // One pass: each page is freed as it is checked (a page listed twice fails its second check);
   // on a problem the pass is undone and the slot-by-slot path names it.
+  // Members in locals: the byte stores into the page states may alias anything, so the
+  // compiler would reload every member (and the free list's end) once per page otherwise.
   const size_t listed = free_pages_.size();
-  free_pages_.reserve(listed + firsts.size());
-  for (const SlotIndex first : firsts) {
-    if (first < page_size_ || (pow2 ? (first & mask) : first % page_size_) != 0) break;
-    const int64_t page = page_of(first);
-    if (page > page_count_ || state_[static_cast<size_t>(page)] != kAllocated) break;
-    state_[static_cast<size_t>(page)] = kFree;
-    free_pages_.push_back(page);
+  free_pages_.resize(listed + firsts.size());
+  int64_t* const out = free_pages_.data() + listed;
+  uint8_t* const state = state_.data();
+  const SlotIndex page_size = page_size_;
+  const int64_t page_count = page_count_;
+  size_t freed = 0;
+  for (; freed < firsts.size(); ++freed) {
+    const SlotIndex first = firsts[freed];
+    if (first < page_size || (pow2 ? (first & mask) : first % page_size) != 0) break;
+    const int64_t page = pow2 ? first >> shift : first / page_size;
+    if (page > page_count || state[page] != kAllocated) break;
+    state[page] = kFree;
+    out[freed] = page;
   }
-  if (free_pages_.size() - listed < firsts.size()) {
-    for (size_t i = listed; i < free_pages_.size(); ++i)
-      state_[static_cast<size_t>(free_pages_[i])] = kAllocated;
+  if (freed < firsts.size()) {
+    for (size_t i = 0; i < freed; ++i)
+      state[out[i]] = kAllocated;
     free_pages_.resize(listed);
     return false;
   }
