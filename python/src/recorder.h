@@ -237,7 +237,9 @@ class CallRecorder {
     miss_len_ = pending_.size - hit;
     if (miss_buf_.size() < miss_len_) miss_buf_.resize(miss_len_);
     const std::span<const Token> miss(miss_buf_.data(), miss_len_);
-    if (!pending_.copy(hit, pending_.size, miss_buf_.data())) {
+    // A call that failed an assertion is written even so, its ids cut to 32 bits (the failure
+    // is what the recording is for); a call that went through is dropped instead.
+    if (!pending_.copy(hit, pending_.size, miss_buf_.data()) && out != nullptr) {
       drop_call();
       last_match_ = -1;
       return false;
