@@ -55,7 +55,8 @@ class ArrivalSource {
   virtual bool next(Arrival& out) = 0;
 };
 
-// The scenario's workload for `seed`: the generator (or the Mooncake import), streamed.
+// The scenario's workload for `seed`: the generator (or the Mooncake import), streamed. The
+// source reads the scenario's workload options as it goes: the scenario must outlive it.
 std::unique_ptr<ArrivalSource> workload_source(const Scenario& scenario, uint64_t seed);
 // The arrivals of a list (borrowed: it must outlive the source).
 std::unique_ptr<ArrivalSource> list_source(const std::vector<Arrival>& arrivals);
