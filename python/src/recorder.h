@@ -181,17 +181,14 @@ class CallRecorder {
     return it == producer_.end() ? std::nullopt : std::optional<int64_t>(it->second);
   }
 
-  // A call is written in two halves: its inputs before the core runs it, its outcome after
-  // (finish_call with null when the core failed an assertion instead). A match's key is
-  // written after the core ran it: the hit part is the path to the node it returned, which
-  // the call that last returned that node already holds ("tok_of"), so only the rest goes to
-  // the sidecar.
-  // Keys come as the caller passed them, 32-bit Tokens or wide (int64) ids, and are written
-  // after the core ran the call, from what it found: a match's hit is the path to the node it
-  // returned (named by the call that produced that node); an insert's key is the path to its
-  // last node, which shares with the last match's key whatever lies on that match's path (the
-  // tree compared those tokens already), so the recorder reads the caller's ids only for a
-  // match's miss and compares, hashes or copies Tokens the tree holds in cache.
+  // A call is written in two halves: its op before the core runs it, its key, value and
+  // outcome after (finish_match / finish_insert, then finish_call; with a null outcome when
+  // the core failed an assertion). Keys come as the caller passed them, 32-bit Tokens or wide
+  // (int64) ids, and are written from what the core found: a match's hit is the path to the
+  // node it returned, named by the call that produced that node ("tok_of"); an insert's key is
+  // the path to its last node, which shares with the last match's key whatever lies on that
+  // match's path (the tree compared those tokens already). So the recorder reads the caller's
+  // ids only for a match's miss, and otherwise compares, hashes or copies the tree's keys.
   template <typename T>
   void begin_match(Namespace ns, std::span<const T> tokens) {
     const size_t aligned = tokens.size() / page_ * page_;
@@ -261,9 +258,6 @@ class CallRecorder {
     last_match_node_ = hit > 0 ? std::optional<NodeId>(out->node) : std::nullopt;
     return true;
   }
-  // The key of the insert begun last: `last` is the node ending its page-aligned key (the
-  // root for an empty one); null when the core failed an assertion, and then the caller's ids
-  // are spelled out.
   // A range of slots the core read for the insert in progress (ranges come in key order).
   void note_value(size_t begin, const IndexVector& v) {
     if (!value_seen_) {
