@@ -3,20 +3,17 @@
 // without building that list, equals hash_slots of it, runs continuing across victims included.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <random>
 #include <vector>
 
 #include "sim/call_trace.h"
+#include "tests/support/tree_fixture.h"
 
 namespace kvsim::sim {
 namespace {
 
-std::vector<SlotIndex> run(SlotIndex first, size_t n) {
-  std::vector<SlotIndex> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
+using kvsim::testing::dev;
+using kvsim::testing::slot_seq;
 
 EvictedLeaves leaves(std::vector<IndexVector> freed) {
   EvictedLeaves e;
@@ -83,26 +80,18 @@ TEST(FreedSlotsHash, EqualsTheHashOfTheWholeListOnRandomEvicts) {
 }
 
 TEST(FreedSlotsHash, RunsJoinAcrossVictimsAndEmptyOnes) {
-  // SlotsHash pins hash_slots(run(5, 40) + run(900, 3), 3); the same slots cut into victims,
-  // page-granular or not, with empty victims between, must fold to the same runs.
+  // SlotsHash pins hash_slots(slot_seq(5, 40) + slot_seq(900, 3), 3); the same slots cut into
+  // victims, page-granular or not, with empty victims between, must fold to the same runs.
   const uint64_t pinned = 10733935830705458034ull;
   const IndexVector empty(Tier::kDevice, {});
-  EXPECT_EQ(hash_freed_slots(leaves({IndexVector(Tier::kDevice, run(5, 40)),
-                                     IndexVector(Tier::kDevice, run(900, 3))}),
-                             3),
-            pinned);
-  EXPECT_EQ(hash_freed_slots(leaves({empty, IndexVector::pages(Tier::kDevice, 8, {5, 13, 21}),
-                                     empty, IndexVector(Tier::kDevice, run(29, 8)),
-                                     IndexVector::pages(Tier::kDevice, 4, {37, 41}), empty,
-                                     IndexVector(Tier::kDevice, run(900, 3)), empty}),
-                             3),
+  EXPECT_EQ(hash_freed_slots(leaves({dev(5, 40), dev(900, 3)}), 3), pinned);
+  EXPECT_EQ(hash_freed_slots(
+                leaves({empty, IndexVector::pages(Tier::kDevice, 8, {5, 13, 21}), empty, dev(29, 8),
+                        IndexVector::pages(Tier::kDevice, 4, {37, 41}), empty, dev(900, 3), empty}),
+                3),
             pinned);
   // A run broken where two victims meet is two runs: another hash.
-  EXPECT_NE(hash_freed_slots(leaves({IndexVector(Tier::kDevice, run(5, 20)),
-                                     IndexVector(Tier::kDevice, run(26, 20)),
-                                     IndexVector(Tier::kDevice, run(900, 3))}),
-                             3),
-            pinned);
+  EXPECT_NE(hash_freed_slots(leaves({dev(5, 20), dev(26, 20), dev(900, 3)}), 3), pinned);
   const EvictedLeaves none = leaves({empty, empty});
   for (int version : {1, 2, 3})
     EXPECT_EQ(hash_freed_slots(none, version), hash_slots({}, version)) << version;

@@ -18,10 +18,14 @@ inline std::vector<Token> seq(Token first, size_t n) {
   return v;
 }
 
+inline std::vector<SlotIndex> slot_seq(SlotIndex first, size_t n) {
+  std::vector<SlotIndex> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
 inline IndexVector slots(Tier tier, SlotIndex first, size_t n) {
-  std::vector<SlotIndex> s(n);
-  std::iota(s.begin(), s.end(), first);
-  return IndexVector(tier, std::move(s));
+  return IndexVector(tier, slot_seq(first, n));
 }
 inline IndexVector dev(SlotIndex first, size_t n) {
   return slots(Tier::kDevice, first, n);
