@@ -247,10 +247,10 @@ IndexVector device_value(std::span<const SlotIndex> slots, int32_t page_size, bo
 
 // A caller's token ids, read in place: int32 ids as kvsim's Token, int64 ("wide") ids as they
 // are (the core compares them without a narrowed copy; only the tokens of new nodes are
-// narrowed, by the core, after check_fit).
+// narrowed, by the core, which refuses an id out of range with TokenOutOfRange: ValueError).
 class Tokens {
  public:
-  Tokens(py::handle obj, const char* what) : buf_(obj, what), what_(what) {}
+  Tokens(py::handle obj, const char* what) : buf_(obj, what) {}
   size_t size() const { return buf_.size(); }
   bool wide() const { return buf_.data32() == nullptr; }
   std::span<const Token> narrow_span() const { return {buf_.data32(), buf_.size()}; }
@@ -260,19 +260,9 @@ class Tokens {
   decltype(auto) visit(F&& f) const {
     return wide() ? f(wide_span()) : f(narrow_span());
   }
-  // ValueError naming the first of the first n ids that does not fit kvsim's 32-bit Token.
-  void check_fit(size_t n) const {
-    if (!wide() || all_wide_ids_fit(buf_.data64(), n)) return;
-    const size_t bad = first_wide_token_out_of_range(wide_span().first(n));
-    if (bad == n) return;
-    throw py::value_error(std::string(what_) + "[" + std::to_string(bad) +
-                          "] = " + std::to_string(buf_.data64()[bad]) +
-                          " does not fit in kvsim's 32-bit token id");
-  }
 
  private:
   IntBuffer buf_;
-  const char* what_;
 };
 
 struct CallStats {
