@@ -69,15 +69,25 @@ py::array_t<int64_t> to_numpy(std::vector<int64_t>&& v) {
                               free_when_done);
 }
 
-// An int64 array of n slots written by fill(out) into new, uninitialised storage that the array
-// owns (no zero fill: the expansion of page-granular indices writes every slot once).
-template <typename Fill>
-py::array_t<int64_t> slots_to_numpy(size_t n, Fill&& fill) {
-  std::unique_ptr<int64_t[]> buf = std::make_unique_for_overwrite<int64_t[]>(n);
-  fill(buf.get());
-  int64_t* data = buf.release();
+// n slots in new, uninitialised storage (no zero fill: the expansion of page-granular indices
+// writes every slot once), filled inside a call's run() (without the GIL for large calls) and
+// then handed to numpy, which owns it.
+struct SlotBuffer {
+  std::unique_ptr<int64_t[]> data;
+  size_t size = 0;
+
+  template <typename Fill>
+  static SlotBuffer filled(size_t n, Fill&& fill) {
+    SlotBuffer b{std::make_unique_for_overwrite<int64_t[]>(n), n};
+    fill(b.data.get());
+    return b;
+  }
+};
+
+py::array_t<int64_t> to_numpy(SlotBuffer&& b) {
+  int64_t* data = b.data.release();
   py::capsule owner(data, [](void* p) { delete[] static_cast<int64_t*>(p); });
-  return py::array_t<int64_t>(static_cast<py::ssize_t>(n), data, owner);
+  return py::array_t<int64_t>(static_cast<py::ssize_t>(b.size), data, owner);
 }
 
 // A read view of a 1-D integer buffer (numpy array, array.array, memoryview, bytes of ints) or
@@ -473,6 +483,7 @@ class PyTree {
   py::tuple match_prefix(py::handle tokens_obj, Namespace ns) {
     Tokens tokens(tokens_obj, "tokens");
     MatchResult r;
+    SlotBuffer slots;
     run(tokens.size(), [&] {
       // The tree before the call: the footer's sizes if the recording has to end before it.
       size_t nodes_before = 0;
@@ -485,6 +496,8 @@ class PyTree {
       }
       on_fail_ = sim::CallKind::kMatch;
       r = tokens.visit([&](auto key) { return tree_->match_prefix(ns, key); });
+      slots = SlotBuffer::filled(r.device_indices.size(),
+                                 [&](SlotIndex* out) { r.device_indices.copy_slots_to(out); });
       stats_.match_calls += 1;
       stats_.match_tokens += static_cast<int64_t>(aligned(tokens.size()));
       stats_.hit_tokens += r.device_hit_length();
@@ -502,9 +515,7 @@ class PyTree {
         }
       }
     });
-    py::array_t<int64_t> slots = slots_to_numpy(
-        r.device_indices.size(), [&](SlotIndex* out) { r.device_indices.copy_slots_to(out); });
-    return py::make_tuple(slots, r.last_device_node->id);
+    return py::make_tuple(to_numpy(std::move(slots)), r.last_device_node->id);
   }
 
   py::tuple insert(py::handle tokens_obj, py::handle value_obj, Namespace ns) {
@@ -651,10 +662,13 @@ class PyTree {
     if (tokens < 0)
       throw py::value_error("evict: num_tokens must be >= 0, got " + std::to_string(tokens));
     sim::EvictedLeaves ev;
+    SlotBuffer freed;
     run(kReleaseGilTokens, [&] {
       if (recording()) rec_->begin_evict(tokens);
       on_fail_ = sim::CallKind::kEvict;
       ev = sim::evict_device_leaves(*tree_, tokens, with_paths);
+      freed = SlotBuffer::filled(static_cast<size_t>(ev.freed_tokens),
+                                 [&](SlotIndex* out) { ev.copy_slots_to(out); });
       const int64_t done = ev.freed_tokens;
       stats_.evict_calls += 1;
       stats_.evict_requested += tokens;
@@ -668,19 +682,17 @@ class PyTree {
         after_call();
       }
     });
-    py::array_t<int64_t> freed = slots_to_numpy(static_cast<size_t>(ev.freed_tokens),
-                                                [&](SlotIndex* out) { ev.copy_slots_to(out); });
     auto& nodes = ev.nodes;
     auto& paths = ev.paths;
     py::list node_list;
     for (const auto& [id, n] : nodes)
       node_list.append(py::make_tuple(id, n));
-    if (!with_paths) return py::make_tuple(freed, node_list);
+    if (!with_paths) return py::make_tuple(to_numpy(std::move(freed)), node_list);
     py::list path_list;
     for (auto& p : paths) {
       path_list.append(py::array_t<int32_t>(static_cast<py::ssize_t>(p.size()), p.data()));
     }
-    return py::make_tuple(freed, node_list, path_list);
+    return py::make_tuple(to_numpy(std::move(freed)), node_list, path_list);
   }
 
   int64_t evictable_size() {
