@@ -110,21 +110,10 @@ size_t RadixTree::common_prefix(std::span<const Token> key, std::span<const T> t
   const size_t limit = std::min(key.size(), tokens.size());
   size_t n = 0;
   if constexpr (std::is_same_v<T, Token>) {
-    constexpr size_t kChunk = 64;
-    // Whole chunks by memcmp (large ones first: a call per 64 tokens was a third of a long
-    // match's cost), then token by token inside the first differing chunk.
-    constexpr size_t kBigChunk = 1024;
-    while (n + kBigChunk <= limit &&
-           std::memcmp(key.data() + n, tokens.data() + n, kBigChunk * sizeof(Token)) == 0)
-      n += kBigChunk;
-    while (n + kChunk <= limit &&
-           std::memcmp(key.data() + n, tokens.data() + n, kChunk * sizeof(Token)) == 0)
-      n += kChunk;
+    n = common_token_prefix(key.data(), tokens.data(), limit);
   } else {
-    n = equal_wide_chunks(key.data(), tokens.data(), limit);
+    n = common_wide_prefix(key.data(), tokens.data(), limit);
   }
-  while (n < limit && static_cast<int64_t>(key[n]) == static_cast<int64_t>(tokens[n]))
-    ++n;
   KV_PROBE_IF(n < limit && n % static_cast<size_t>(options_.page_size) != 0,
               tree_divergence_mid_page);
   return n / static_cast<size_t>(options_.page_size) * static_cast<size_t>(options_.page_size);

@@ -36,4 +36,13 @@ inline size_t first_wide_token_out_of_range(std::span<const int64_t> ids) {
 // of 64 (the caller finishes inside the first differing chunk id by id).
 size_t equal_wide_chunks(const Token* key, const int64_t* ids, size_t limit);
 
+// How many leading positions of key[0, n) and ids[0, n) agree (the wide twin of
+// common_token_prefix, core/tree/token_run.h).
+inline size_t common_wide_prefix(const Token* key, const int64_t* ids, size_t n) {
+  size_t k = equal_wide_chunks(key, ids, n);
+  while (k < n && static_cast<int64_t>(key[k]) == ids[k])
+    ++k;
+  return k;
+}
+
 }  // namespace kvsim

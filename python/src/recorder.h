@@ -315,7 +315,7 @@ class CallRecorder {
         depth = end;
         if (end <= last_match_from_) continue;
         const size_t len = std::min(seg.size(), miss_len_ - i);
-        const size_t same = equal_prefix(seg.data(), miss_buf_.data() + i, len);
+        const size_t same = common_token_prefix(seg.data(), miss_buf_.data() + i, len);
         shared += same;
         i += same;
         if (same < seg.size()) break;
@@ -674,17 +674,6 @@ class CallRecorder {
       for (const std::span<const Token> seg : segments_)
         blob_.append(seg.data(), seg.size() * sizeof(Token));
     }
-  }
-  // How many leading tokens of a[0, n) and b[0, n) agree: memcmp over 64-token chunks, then
-  // token by token in the first differing one.
-  static size_t equal_prefix(const Token* a, const Token* b, size_t n) {
-    constexpr size_t kChunk = 64;
-    size_t k = 0;
-    while (k + kChunk <= n && std::memcmp(a + k, b + k, kChunk * sizeof(Token)) == 0)
-      k += kChunk;
-    while (k < n && a[k] == b[k])
-      ++k;
-    return k;
   }
   void hash_into(std::span<const Token> tokens, std::vector<uint64_t>* out) const {
     const size_t n = tokens.size() / page_;
