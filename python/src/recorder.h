@@ -47,45 +47,20 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/pools/index_vector.h"
 #include "core/tree/token_run.h"
 #include "core/tree/wide_ids.h"
+#include "sim/call_page_hash.h"
 #include "sim/call_trace.h"
+#include "sim/node_call_map.h"
 
 namespace kvsim::python {
 
 // Pages of at least this many tokens are recorded as hashes.
 inline constexpr int32_t kHashPagesFrom = 4;
-
-// A 64-bit hash of one page of tokens: eight independent multiply-xorshift lanes over 64-bit
-// words (one multiply per two tokens; the CPU overlaps the lanes), folded together. Only
-// equality matters to replay, within one recording: nothing compares hashes across files.
-inline uint64_t hash_page(const Token* t, size_t n) {
-  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
-  constexpr uint64_t kFold = 0xC2B2AE3D27D4EB4FULL;
-  uint64_t lane[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    uint64_t w[8];
-    std::memcpy(w, t + i, sizeof w);
-    for (size_t k = 0; k < 8; ++k) {
-      const uint64_t h = (lane[k] ^ w[k]) * kMul;
-      lane[k] = h ^ (h >> 32);
-    }
-  }
-  for (; i < n; ++i) {
-    const uint64_t h = (lane[0] ^ static_cast<uint32_t>(t[i])) * kMul;
-    lane[0] = h ^ (h >> 32);
-  }
-  uint64_t h = n;
-  for (const uint64_t l : lane)
-    h = (h ^ l) * kFold, h ^= h >> 29;
-  return h;
-}
 
 class CallRecorder {
  public:
@@ -175,11 +150,8 @@ class CallRecorder {
 
   // The index the next call gets.
   int64_t next_index() const { return static_cast<int64_t>(calls_); }
-  void produced(NodeId node) { producer_[node] = next_index() - 1; }
-  std::optional<int64_t> producer_of(NodeId node) const {
-    auto it = producer_.find(node);
-    return it == producer_.end() ? std::nullopt : std::optional<int64_t>(it->second);
-  }
+  void produced(NodeId node) { producer_.set(node, next_index() - 1); }
+  std::optional<int64_t> producer_of(NodeId node) const { return producer_.find(node); }
 
   // A call is written in two halves: its op before the core runs it, its key, value and
   // outcome after (finish_match / finish_insert, then finish_call; with a null outcome when
@@ -218,57 +190,79 @@ class CallRecorder {
     blob_.len = mark_blob_;
     value_seen_ = false;
     value_gap_ = false;
-    insert_value_ = IndexVector();
   }
   // The key of the match begun last, once the core ran it (out: its outcome, or null when it
-  // failed an assertion). False, with the call's line dropped, when the ids past the hit
-  // include one a trace's 32-bit tokens cannot hold: the caller ends the recording.
+  // failed an assertion). False, with the call's line dropped, when the ids it keeps past the
+  // hit include one a trace's 32-bit tokens cannot hold: the caller ends the recording.
+  //
+  // What is kept of a key that went through: its hit and the one page past it where the walk
+  // stopped. A replay of that cut key stops at the same page with the same outcome (the tree
+  // never read further), and no later call names more of it: a match names at most the hit of
+  // the call that returned its node, and an insert at most what the last match kept. So the
+  // rest of a long miss is neither read nor hashed. A call that failed an assertion keeps all.
   bool finish_match(const sim::CallOutcome* out) {
-    size_t hit = 0;
+    size_t hit = 0;  // the part named by the call that produced the hit node
+    size_t kept = pending_.size;
     std::optional<int64_t> k;
-    if (out != nullptr && out->amount > 0) {
-      k = producer_of(out->node);
-      if (k) hit = static_cast<size_t>(out->amount);
-    }
-    // The buffer only grows (no zero fill of what the copy overwrites).
-    miss_len_ = pending_.size - hit;
-    if (miss_buf_.size() < miss_len_) miss_buf_.resize(miss_len_);
-    const std::span<const Token> miss(miss_buf_.data(), miss_len_);
-    // A call that failed an assertion is written even so, its ids cut to 32 bits (the failure
-    // is what the recording is for); a call that went through is dropped instead.
-    if (!pending_.copy(hit, pending_.size, miss_buf_.data()) && out != nullptr) {
-      drop_call();
-      last_match_ = -1;
-      return false;
-    }
-    if (k) tok_of(*k, hit);
-    if (hash_pages_) {
-      if (!miss.empty() || hit == 0) {  // a key names its tokens somehow
-        hash_into(miss, &pages_);
-        text(",\"pages\":");
-        blob_ref(pages_.data(), pages_.size());
+    if (out != nullptr) {
+      kept = std::min(pending_.size, static_cast<size_t>(out->amount) + page_);
+      if (out->amount > 0) {
+        k = producer_of(out->node);
+        if (k) hit = static_cast<size_t>(out->amount);
       }
-    } else if (!miss.empty() || hit == 0) {
-      text(",\"tok\":");
-      blob_ref(miss.data(), miss.size());
+    }
+    if (hash_pages_) {
+      // The kept miss as page hashes, read from the caller's ids (no copy of them). A call that
+      // failed an assertion is written even so, its ids cut to 32 bits (the failure is what
+      // the recording is for); a call that went through is dropped instead.
+      const size_t pages = (kept - hit) / page_;
+      if (match_pages_.size() < pages) match_pages_.resize(pages);
+      match_page_count_ = pages;
+      if (!pending_.hash(hit, pages, page_, match_pages_.data()) && out != nullptr) {
+        drop_call();
+        last_match_ = -1;
+        return false;
+      }
+      if (k) tok_of(*k, hit);
+      if (pages > 0 || hit == 0) {  // a key names its tokens somehow
+        text(",\"pages\":");
+        blob_ref(match_pages_.data(), pages);
+      }
+    } else {
+      // The buffer only grows (no zero fill of what the copy overwrites).
+      miss_len_ = kept - hit;
+      if (miss_buf_.size() < miss_len_) miss_buf_.resize(miss_len_);
+      if (!pending_.copy(hit, kept, miss_buf_.data()) && out != nullptr) {
+        drop_call();
+        last_match_ = -1;
+        return false;
+      }
+      if (k) tok_of(*k, hit);
+      if (miss_len_ > 0 || hit == 0) {
+        text(",\"tok\":");
+        blob_ref(miss_buf_.data(), miss_len_);
+      }
     }
     last_match_ = next_index();
     last_match_ns_ = pending_ns_;
-    last_match_from_ = hit;  // miss_buf_[0, miss_len_) holds the key from here on
+    last_match_from_ = hit;  // from here to `kept`, the key is match_pages_ or miss_buf_
     last_match_node_ = hit > 0 ? std::optional<NodeId>(out->node) : std::nullopt;
     return true;
   }
   // A range of slots the core read for the insert in progress (ranges come in key order).
+  // Its runs are taken at once (no copy of the index vector is kept).
   void note_value(size_t begin, const IndexVector& v) {
     if (!value_seen_) {
       value_seen_ = true;
       value_from_ = begin;
-      insert_value_ = v;
-    } else if (begin == value_from_ + insert_value_.size()) {
-      insert_value_.append(v);
-    } else {
+      value_size_ = 0;
+      runs_.clear();
+    } else if (begin != value_from_ + value_size_) {
       value_gap_ = true;  // a range not next to the last: not representable as one run list
+      return;
     }
+    append_value_runs(v.entries(), v.stride());
+    value_size_ += v.size();
   }
   // False when the ranges the core read cannot be written as one list from val_from on (the
   // caller then ends the recording before this call).
@@ -284,12 +278,11 @@ class CallRecorder {
       num(from);
     }
     // Slots as runs (start, length): allocators hand out pages of consecutive slots.
-    value_runs(insert_value_.entries(), insert_value_.stride());
+    if (!value_seen_) runs_.clear();
     text(",\"val_runs\":");
     blob_ref(runs_.data(), runs_.size() / 2, 2);
     value_seen_ = false;
     value_gap_ = false;
-    insert_value_ = IndexVector();
     finish_insert_key(last);
   }
 
@@ -301,12 +294,22 @@ class CallRecorder {
       rest_.resize(n);
       pending_.copy(0, n, rest_.data());  // a failed call: ids that do not fit are cut
       segments_.assign(1, std::span<const Token>(rest_));
-      spell_insert(0, n);
+      if (hash_pages_) {
+        spell_insert_pages(0, false, n);
+      } else {
+        spell_insert(0, n);
+      }
       return;
     }
     // segments_ now holds the key as the tree's node keys, root first.
+    const bool follows_match =
+        last_match_ >= 0 && pending_ns_ == last_match_ns_ && path_covers_last_match();
+    if (hash_pages_) {
+      spell_insert_pages(follows_match ? last_match_from_ : 0, follows_match, n);
+      return;
+    }
     size_t shared = 0;
-    if (last_match_ >= 0 && pending_ns_ == last_match_ns_ && path_covers_last_match()) {
+    if (follows_match) {
       shared = last_match_from_;
       size_t depth = 0;
       size_t i = 0;  // into miss_buf_
@@ -320,7 +323,7 @@ class CallRecorder {
         i += same;
         if (same < seg.size()) break;
       }
-      if (hash_pages_ || shared < n) shared = shared / page_ * page_;
+      if (shared < n) shared = shared / page_ * page_;
     }
     spell_insert(shared, n);
   }
@@ -383,8 +386,7 @@ class CallRecorder {
           break;
         case sim::CallKind::kEvict: {
           char hex[17];
-          std::snprintf(hex, sizeof hex, "%016llx",
-                        static_cast<unsigned long long>(out->slots_hash));
+          to_hex16(out->slots_hash, hex);
           text(",\"out\":{\"freed\":");
           num(out->amount);
           text(",\"slots\":\"");
@@ -440,8 +442,8 @@ class CallRecorder {
       write_region(blob_fd_, pblob_);
       write_region(lines_fd_, plines_);
     }
-    const uint64_t blob_end = commit_blob_.load();
-    const uint64_t lines_end = commit_lines_.load();
+    const uint64_t blob_end = commit_blob_.load(std::memory_order_acquire);
+    const uint64_t lines_end = commit_lines_.load(std::memory_order_acquire);
     if (blob_end > blob_.file_off)
       pwrite_all(blob_fd_, blob_.data, blob_end - blob_.file_off, blob_.file_off);
     if (lines_end > lines_.file_off)
@@ -519,6 +521,8 @@ class CallRecorder {
       char* p = static_cast<char*>(std::malloc(want));
       if (p == nullptr) throw std::bad_alloc();
       if (len != 0) std::memcpy(p, data, len);
+      // Touched now, so that no call pays for the first write to a page of it.
+      std::memset(p + len, 0, want - len);
       std::free(data);
       data = p;
       cap = want;
@@ -533,16 +537,22 @@ class CallRecorder {
     }
   };
 
-  // A value's maximal runs of consecutive slots, (start, length) each, into runs_: from one
-  // slot per token (stride 1), or from the first slots of whole pages (IndexVector::pages,
-  // snapshot values), the same runs one step per page.
-  void value_runs(std::span<const SlotIndex> entries, int32_t stride) {
-    runs_.clear();
+  // Appends a value's maximal runs of consecutive slots, (start, length) each, to runs_ (a run
+  // that continues the last one extends it): from one slot per token (stride 1), or from the
+  // first slots of whole pages (IndexVector::pages, snapshot values), one step per page.
+  void append_value_runs(std::span<const SlotIndex> entries, int32_t stride) {
+    const auto add = [&](SlotIndex start, int64_t len) {
+      const size_t r = runs_.size();
+      if (r >= 2 && runs_[r - 2] + runs_[r - 1] == start) {
+        runs_[r - 1] += len;
+      } else {
+        runs_.push_back(start);
+        runs_.push_back(len);
+      }
+    };
     if (stride == 1) {
-      for_each_consecutive_run(entries, [&](size_t i, size_t j) {
-        runs_.push_back(entries[i]);
-        runs_.push_back(static_cast<int64_t>(j - i));
-      });
+      for_each_consecutive_run(
+          entries, [&](size_t i, size_t j) { add(entries[i], static_cast<int64_t>(j - i)); });
       return;
     }
     const SlotIndex page = stride;
@@ -550,8 +560,7 @@ class CallRecorder {
       size_t m = k + 1;
       while (m < entries.size() && entries[m] == entries[m - 1] + page)
         ++m;
-      runs_.push_back(entries[k]);
-      runs_.push_back(static_cast<int64_t>(m - k) * page);
+      add(entries[k], static_cast<int64_t>(m - k) * page);
       k = m;
     }
   }
@@ -572,8 +581,10 @@ class CallRecorder {
 
   // The end of the last complete call, as file offsets (read by signal_flush()).
   void commit() {
-    commit_blob_.store(blob_.file_off + blob_.len);
-    commit_lines_.store(lines_.file_off + lines_.len);
+    // Release: a signal_flush() that acquires an offset sees the bytes before it (a plain
+    // seq_cst store is an xchg, paid at every call).
+    commit_blob_.store(blob_.file_off + blob_.len, std::memory_order_release);
+    commit_lines_.store(lines_.file_off + lines_.len, std::memory_order_release);
   }
 
   // At a call boundary: makes room for a call of at most `blob_bytes` sidecar bytes (and a
@@ -646,40 +657,53 @@ class CallRecorder {
     }
     return false;
   }
-  // The insert's key (segments_, n tokens): the first `shared` named by the last match, the
-  // rest spelled out (page hashes, or every token when pages are small).
+  // Pages of at most kHashPagesFrom tokens: the insert's key (segments_, n tokens), the first
+  // `shared` named by the last match, the rest spelled out token by token.
   void spell_insert(size_t shared, size_t n) {
-    const bool spelled = hash_pages_ ? (shared < n || shared == 0) : !(shared == n && shared > 0);
-    if (hash_pages_) {
-      if (shared > 0) tok_of(last_match_, shared);
-      if (!spelled) return;
-      pages_.clear();
-      size_t depth = 0;
-      for (const std::span<const Token> seg : segments_) {  // node keys are whole pages
-        const size_t from = shared > depth ? std::min(shared - depth, seg.size()) : 0;
-        depth += seg.size();
-        for (size_t k = from; k < seg.size(); k += page_)
-          pages_.push_back(hash_page(seg.data() + k, page_));
-      }
-      text(",\"pages\":");
-      blob_ref(pages_.data(), pages_.size());
-    } else if (!spelled) {
+    if (shared == n && shared > 0) {
       tok_of(last_match_, shared);
-    } else {
-      text(",\"tok\":[");
-      num(blob_.file_off + blob_.len);
-      text(",");
-      num(n);
-      text("]");
-      for (const std::span<const Token> seg : segments_)
-        blob_.append(seg.data(), seg.size() * sizeof(Token));
+      return;
+    }
+    text(",\"tok\":[");
+    num(blob_.file_off + blob_.len);
+    text(",");
+    num(n);
+    text("]");
+    for (const std::span<const Token> seg : segments_)
+      blob_.append(seg.data(), seg.size() * sizeof(Token));
+  }
+  // Page hashes: the insert's key (segments_, n tokens, node keys of whole pages) past `from`
+  // hashed page by page; when the insert follows the last match, its leading pages whose hashes
+  // equal the match's miss pages are named by that match ("tok_of") with the hit before them.
+  // To replay, equal hashes are equal pages: naming them or listing them gives the same key.
+  void spell_insert_pages(size_t from, bool follows_match, size_t n) {
+    const size_t pages = (n - from) / page_;
+    if (pages_.size() < pages) pages_.resize(pages);
+    size_t depth = 0;
+    size_t at = 0;
+    for (const std::span<const Token> seg : segments_) {
+      const size_t begin = from > depth ? std::min(from - depth, seg.size()) : 0;
+      depth += seg.size();
+      const size_t count = (seg.size() - begin) / page_;
+      sim::hash_token_pages(seg.data() + begin, count, page_, pages_.data() + at);
+      at += count;
+    }
+    size_t same = 0;
+    if (follows_match) {
+      while (same < pages && same < match_page_count_ && pages_[same] == match_pages_[same])
+        ++same;
+    }
+    const size_t shared = follows_match ? from + same * page_ : 0;
+    if (shared > 0) tok_of(last_match_, shared);
+    if (shared < n || shared == 0) {
+      text(",\"pages\":");
+      blob_ref(pages_.data() + same, pages - same);
     }
   }
   void hash_into(std::span<const Token> tokens, std::vector<uint64_t>* out) const {
     const size_t n = tokens.size() / page_;
     out->resize(n);
-    for (size_t k = 0; k < n; ++k)
-      (*out)[k] = hash_page(tokens.data() + k * page_, page_);
+    sim::hash_token_pages(tokens.data(), n, page_, out->data());
   }
   void tok_of(int64_t call, size_t count) {
     text(",\"tok_of\":[");
@@ -699,6 +723,13 @@ class CallRecorder {
     blob_.append(data, count * items_per_count * sizeof(T));
   }
   void text(const char* s) { lines_.append(s, std::strlen(s)); }
+  // 16 lowercase hex digits and a NUL (snprintf's "%016llx", without its cost per evict).
+  static void to_hex16(uint64_t v, char* out) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; --i, v >>= 4)
+      out[i] = kDigits[v & 0xF];
+    out[16] = '\0';
+  }
   template <typename T>
   void num(T v) {
     char tmp[24];
@@ -742,6 +773,15 @@ class CallRecorder {
       }
       return wide == nullptr || narrow_wide_ids(wide + from, to - from, dst);
     }
+    // The hashes of `pages` pages from `from` into out; false when a wide id does not fit
+    // (out then holds the hashes of the cut ids).
+    bool hash(size_t from, size_t pages, size_t page, uint64_t* out) const {
+      if (narrow != nullptr) {
+        sim::hash_token_pages(narrow + from, pages, page, out);
+        return true;
+      }
+      return wide == nullptr || sim::hash_wide_pages(wide + from, pages, page, out);
+    }
   };
   PendingKey pending_;
   Namespace pending_ns_ = 0;
@@ -754,8 +794,12 @@ class CallRecorder {
   bool value_seen_ = false;                // the insert in progress: the slots the core read
   bool value_gap_ = false;
   size_t value_from_ = 0;
-  IndexVector insert_value_;
-  std::vector<Token> miss_buf_;  // the last match's miss: [0, miss_len_) (grows only)
+  size_t value_size_ = 0;  // slots noted so far, from value_from_; their runs are in runs_
+  // The last match's miss: page hashes [0, match_page_count_) with page hashes, else tokens
+  // [0, miss_len_) (both grow only).
+  std::vector<uint64_t> match_pages_;
+  size_t match_page_count_ = 0;
+  std::vector<Token> miss_buf_;
   size_t miss_len_ = 0;
   std::vector<const TreeNode*> path_nodes_;       // an insert's path, root first
   std::vector<std::span<const Token>> segments_;  // ... and its key, node by node
@@ -764,8 +808,7 @@ class CallRecorder {
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;
   bool ended_ = false;
-  // Looked up and erased, never iterated: a hash map keeps the recording deterministic.
-  std::unordered_map<NodeId, int64_t> producer_;
+  sim::NodeCallMap producer_;
   // Windows: the segment's first call (calls are numbered from it in the file), its number,
   // the first node id it does not know from its snapshot (0: no snapshot), the locks held.
   uint64_t base_ = 0;

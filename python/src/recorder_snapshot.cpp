@@ -58,7 +58,8 @@ void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
   // A value's slots as runs, with its stride when page-granular (the reader rebuilds pages).
   auto value = [&](const std::optional<SnapshotValue>& v, const char* runs, const char* stride) {
     if (!v) return;
-    value_runs(v->entries, v->stride);
+    runs_.clear();
+    append_value_runs(v->entries, v->stride);
     text(runs);
     blob_ref(runs_.data(), runs_.size() / 2, 2);
     if (v->stride != 1) {

@@ -94,6 +94,35 @@ def test_what_a_trace_cannot_hold_stops_the_recording_not_the_call(tmp_path):
 
 
 @needs_cli
+@pytest.mark.parametrize("page_size", [2, 4])
+def test_a_match_keeps_its_hit_and_one_page_so_later_ids_need_not_fit(tmp_path, page_size):
+    # The tree's walk stops at the first page it cannot match: the recording keeps the hit and
+    # that page, and a replay of the cut key stops there too. Ids past it are never read, so
+    # one that a 32-bit trace cannot spell does not end the recording.
+    P = page_size
+    path = str(tmp_path / "k.jsonl")
+    t = kvsim.RadixTree(page_size=P, record=path)
+    t.insert(np.arange(1, 2 * P + 1, dtype=np.int64), np.arange(10, 10 + 2 * P))
+    t.match_prefix(np.arange(1, 2 * P + 1, dtype=np.int64))  # names the inserted node
+    key = np.concatenate([np.arange(1, P + 1), [99] * P, [BIG] * P, np.arange(5, 5 + 3 * P)])
+    slots, node = t.match_prefix(key.astype(np.int64))
+    assert slots.tolist() == list(range(10, 10 + P))  # a split: the hit ends inside the node
+    assert t.recording
+    # An insert of the same key names the kept page and lists the rest (cut ids would be
+    # refused by the insert itself: insert only the part that fits, then a longer one).
+    lock = t.lock(node)
+    fit = np.concatenate([np.arange(1, P + 1), [99] * P, np.arange(5, 5 + 3 * P)]).astype(np.int64)
+    assert t.insert(fit, np.arange(100, 100 + len(fit)))[0] == P
+    t.unlock(lock)
+    assert t.match_prefix(fit)[0].tolist() == list(range(10, 10 + P)) + list(range(100 + P, 100 + len(fit)))
+    t.close_recording()
+    end, calls = footer(path)
+    assert calls == 7 and not end.get("truncated")
+    out = cli("replay", path)
+    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+
+
+@needs_cli
 def test_a_recorded_session_of_wide_ids_replays(tmp_path):
     path = str(tmp_path / "r.jsonl")
     t = kvsim.RadixTree(page_size=4, record=path)
