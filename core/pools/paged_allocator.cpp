@@ -27,14 +27,19 @@ std::optional<IndexVector> PagedSlotAllocator::alloc(int64_t tokens) {
   // One entry per page (its first slot): the vector stands for the page's page_size slots.
   // The top `pages` entries of the free list, top first (the order pops would give).
   std::vector<SlotIndex> firsts(static_cast<size_t>(pages));
-  const int64_t* top = free_pages_.data() + free_pages_.size();
+  // Members in locals, as in free_pages: the byte stores into the page states may alias them.
+  const int64_t* const top = free_pages_.data() + free_pages_.size();
+  uint8_t* const state = state_.data();
+  const int64_t page_count = page_count_;
+  const SlotIndex page_size = page_size_;
+  SlotIndex* const out = firsts.data();
   for (size_t i = 0; i < firsts.size(); ++i) {
     const int64_t page = top[-1 - static_cast<ptrdiff_t>(i)];
-    KV_ASSERT(page >= 1 && page <= page_count_, "free list holds an invalid page");
-    KV_ASSERT(state_[static_cast<size_t>(page)] == kFree,
+    KV_ASSERT(page >= 1 && page <= page_count, "free list holds an invalid page");
+    KV_ASSERT(state[page] == kFree,
               "double alloc: page " + std::to_string(page) + " is free-listed but allocated");
-    state_[static_cast<size_t>(page)] = kAllocated;
-    firsts[i] = page * page_size_;
+    state[page] = kAllocated;
+    out[i] = page * page_size;
   }
   free_pages_.resize(free_pages_.size() - firsts.size());
   return IndexVector::pages(tier_, page_size_, std::move(firsts));

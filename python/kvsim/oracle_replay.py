@@ -128,9 +128,11 @@ class SlotAllocator:
         return self.tensor.from_numpy(out) if self.tensor is not None else out
 
     def free_segment(self, idx, start_pos: int = 0):
+        # Kept as given (a view, no copy), as the oracle's own allocator keeps freed tensors: the
+        # caches hand over slots they no longer hold, and the driver never writes to them.
         a = idx.numpy() if hasattr(idx, "numpy") else np.asarray(idx)
         if len(a):
-            self.free_chunks.append(a.copy())
+            self.free_chunks.append(a)
             self.free_count += len(a)
 
     def free_segments(self, segs):

@@ -309,10 +309,9 @@ def _build_class():
                 record_window_seconds=self._record_window_seconds,
             )
             t = self._tree
-            self._match, self._insert, self._lock, self._unlock = t.match_prefix, t.insert, t.lock, t.unlock
+            self._match, self._insert, self._lock, self._unlock = t.match_prefix, t.insert, t.lock_ref, t.unlock_ref
             self._from_numpy = torch.from_numpy if torch is not None else (lambda a: a)
             self._handles: Dict[int, KvsimNode] = {}
-            self._locks: Dict[int, list] = {}
             self.root_node = self._handle(self._tree.root_id)
             self._empty = bpc.MatchResult(
                 device_indices=self._tensor(np.empty(0, dtype=np.int64)),
@@ -330,7 +329,11 @@ def _build_class():
             if self.disable:
                 return self._empty
             tokens = key.token_ids
-            if getattr(key, "limit", None) is not None or getattr(key, "is_bigram", False):
+            try:  # SGLang's RadixKey always has both (its __slots__); a stand-in may not
+                special = key.limit is not None or key.is_bigram
+            except AttributeError:
+                special = getattr(key, "limit", None) is not None or getattr(key, "is_bigram", False)
+            if special:
                 tokens = self._key_tokens(key)
             if len(tokens) < self.page_size:
                 return self._empty
@@ -348,7 +351,11 @@ def _build_class():
                 return _InsertResult(prefix_len=0)
             key = params.key
             tokens = key.token_ids
-            if getattr(key, "limit", None) is not None or getattr(key, "is_bigram", False):
+            try:
+                special = key.limit is not None or key.is_bigram
+            except AttributeError:
+                special = getattr(key, "limit", None) is not None or getattr(key, "is_bigram", False)
+            if special:
                 tokens = self._key_tokens(key)
             value = params.value
             if value is None:
@@ -431,29 +438,21 @@ def _build_class():
                 h = self._handles.pop(node_id, None)
                 if h is not None:
                     h._gone = True
-                self._locks.pop(node_id, None)
             if events:
                 self._record_removes(nodes, res[2])
             return bpc.EvictResult(num_tokens_evicted=len(freed))
 
+        # The lock stacks live in the core (lock_ref / unlock_ref): dec_lock_ref releases the
+        # lock its node took last, and raises KvsimError for a node inc_lock_ref never locked.
         def inc_lock_ref(self, node):
             if self.disable:
                 return bpc.IncLockRefResult(delta=0)
-            lock = self._lock(node.id)
-            held = self._locks.get(node.id)
-            if held is None:
-                self._locks[node.id] = [lock]
-            else:
-                held.append(lock)
-            return _IncLockRefResult(delta=lock.delta)
+            return _IncLockRefResult(delta=self._lock(node.id))
 
         def dec_lock_ref(self, node, params=None):
             if self.disable:
                 return bpc.DecLockRefResult(delta=0)
-            held = self._locks.get(node.id)
-            if not held:
-                raise kvsim.KvsimError(f"dec_lock_ref: node {node.id} holds no lock taken by inc_lock_ref")
-            return _DecLockRefResult(delta=self._unlock(held.pop()))
+            return _DecLockRefResult(delta=self._unlock(node.id))
 
         def evictable_size(self):
             return self._tree.evictable_size()

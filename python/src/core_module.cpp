@@ -33,6 +33,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct CoreAssertion : std::runtime_error {
 };
 // Raised (as kvsim.PoisonedError) by every call on a tree whose earlier call failed an assertion.
 struct Poisoned : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A call the tree cannot make sense of (KvsimError), e.g. a dec_lock_ref with no lock to release.
+struct CallError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -90,11 +95,42 @@ py::array_t<int64_t> to_numpy(SlotBuffer&& b) {
   return py::array_t<int64_t>(static_cast<py::ssize_t>(b.size), data, owner);
 }
 
+// torch's Tensor type and the dtypes read in place, learnt from the first object whose type
+// comes from an already imported torch (kvsim never imports torch itself). References held for
+// the life of the process.
+struct TorchTypes {
+  PyObject* tensor = nullptr;
+  PyObject* int64 = nullptr;
+  PyObject* int32 = nullptr;
+  PyObject* strided = nullptr;
+};
+
+const TorchTypes* torch_types(py::handle obj) {
+  static TorchTypes types;
+  if (types.tensor != nullptr) return &types;
+  // Only an object of a class defined by torch can make us look (no import on other inputs).
+  py::object mod = py::getattr(py::type::handle_of(obj), "__module__", py::none());
+  if (!py::isinstance<py::str>(mod) || mod.cast<std::string>().rfind("torch", 0) != 0)
+    return nullptr;
+  PyObject* torch = PyImport_GetModule(py::str("torch").ptr());  // new reference, or null
+  if (torch == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  py::object t = py::reinterpret_steal<py::object>(torch);
+  types.int64 = py::object(t.attr("int64")).release().ptr();
+  types.int32 = py::object(t.attr("int32")).release().ptr();
+  types.strided = py::object(t.attr("strided")).release().ptr();
+  types.tensor = py::object(t.attr("Tensor")).release().ptr();
+  return &types;
+}
+
 // A read view of a 1-D integer buffer (numpy array, array.array, memoryview, bytes of ints) or
 // a torch CPU tensor (through .numpy(), a view) or a list/tuple of ints (converted).
 class IntBuffer {
  public:
   IntBuffer(py::handle obj, const char* what) {
+    if (read_cpu_tensor(obj)) return;
     if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
       py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
       owned_.reserve(seq.size());
@@ -189,6 +225,51 @@ class IntBuffer {
       default:
         throw py::type_error(std::string(what) + ": unsupported item size " + std::to_string(size));
     }
+  }
+
+  // A strided, 1-D, contiguous int64 or int32 torch tensor on the CPU, read in place from its
+  // data pointer: a few attribute reads instead of building a numpy view per call. Anything else
+  // (another device or dtype, a view with steps) goes the general way and gets its message.
+  bool read_cpu_tensor(py::handle obj) {
+    const TorchTypes* tt = torch_types(obj);
+    if (tt == nullptr ||
+        !PyObject_TypeCheck(obj.ptr(), reinterpret_cast<PyTypeObject*>(tt->tensor)))
+      return false;
+    // Interned names: an attribute read by a C string would build a new str every time.
+    static PyObject* const kIsCpu = PyUnicode_InternFromString("is_cpu");
+    static PyObject* const kLayout = PyUnicode_InternFromString("layout");
+    static PyObject* const kDtype = PyUnicode_InternFromString("dtype");
+    static PyObject* const kDim = PyUnicode_InternFromString("dim");
+    static PyObject* const kNumel = PyUnicode_InternFromString("numel");
+    static PyObject* const kIsContiguous = PyUnicode_InternFromString("is_contiguous");
+    static PyObject* const kDataPtr = PyUnicode_InternFromString("data_ptr");
+    const auto get = [&](PyObject* name) {
+      PyObject* v = PyObject_GetAttr(obj.ptr(), name);
+      if (v == nullptr) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(v);
+    };
+    const auto call = [&](PyObject* name) {
+      PyObject* v = PyObject_CallMethodObjArgs(obj.ptr(), name, nullptr);
+      if (v == nullptr) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(v);
+    };
+    if (get(kIsCpu).ptr() != Py_True) return false;
+    if (get(kLayout).ptr() != tt->strided) return false;
+    const py::object dtype = get(kDtype);
+    const bool wide = dtype.ptr() == tt->int64;
+    if (!wide && dtype.ptr() != tt->int32) return false;
+    if (call(kDim).cast<int64_t>() != 1) return false;
+    const auto n = call(kNumel).cast<size_t>();
+    if (n > 1 && call(kIsContiguous).ptr() != Py_True) return false;
+    const auto ptr = call(kDataPtr).cast<uintptr_t>();
+    keep_ = py::reinterpret_borrow<py::object>(obj);  // the tensor outlives the call
+    size_ = n;
+    if (wide) {
+      data64_ = reinterpret_cast<const int64_t*>(ptr);
+    } else {
+      data32_ = reinterpret_cast<const int32_t*>(ptr);
+    }
+    return true;
   }
 
   py::object keep_;
@@ -656,6 +737,27 @@ class PyTree {
     return delta;
   }
 
+  // SGLang's inc_lock_ref / dec_lock_ref, by node: lock_ref keeps the lock on the node's stack
+  // and returns its delta (<= 0); unlock_ref releases the one taken last on that node and
+  // returns its delta (>= 0). The same calls as lock / unlock (and recorded as them), without a
+  // Lock object for the caller to keep. The stacks are touched with the GIL held.
+  int64_t lock_ref(NodeId node_id) {
+    PyLock l = lock(node_id);
+    ref_locks_[node_id].push_back(l);
+    return l.delta;
+  }
+  int64_t unlock_ref(NodeId node_id) {
+    auto it = ref_locks_.find(node_id);
+    if (it == ref_locks_.end() || it->second.empty()) {
+      throw CallError("dec_lock_ref: node " + std::to_string(node_id) +
+                      " holds no lock taken by inc_lock_ref");
+    }
+    const int64_t delta = unlock(it->second.back());
+    it->second.pop_back();
+    if (it->second.empty()) ref_locks_.erase(it);
+    return delta;
+  }
+
   // Frees at least `tokens` device tokens (whole LRU leaves), as SGLang's RadixCache.evict.
   // Returns (freed slots, [(node id, tokens)] in eviction order[, [path tokens] if with_paths]).
   py::tuple evict(int64_t tokens, bool with_paths) {
@@ -873,7 +975,9 @@ class PyTree {
   std::unique_ptr<RadixTree> tree_;
   std::unique_ptr<CallRecorder> rec_;
   std::unique_ptr<RecordingWindow> window_;  // set: a rolling window of the last calls
-  std::optional<sim::CallKind> on_fail_;     // the call a failing assertion belongs to
+  // lock_ref's locks by node, last taken last (looked up, never iterated).
+  std::unordered_map<NodeId, std::vector<PyLock>> ref_locks_;
+  std::optional<sim::CallKind> on_fail_;  // the call a failing assertion belongs to
   std::string policy_;
   std::mutex mu_;
   bool poisoned_ = false;
@@ -900,6 +1004,8 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(core_assertion.ptr(), e.what());
     } catch (const Poisoned& e) {
       PyErr_SetString(poisoned.ptr(), e.what());
+    } catch (const CallError& e) {
+      PyErr_SetString(base.ptr(), e.what());
     }
   });
   m.def(
@@ -963,6 +1069,10 @@ PYBIND11_MODULE(_core, m) {
       .def("lock", &PyTree::lock, py::arg("node"))
       .def("unlock", &PyTree::unlock, py::arg("lock"),
            "-> change of evictable_size() the unlock made (>= 0)")
+      .def("lock_ref", &PyTree::lock_ref, py::arg("node"),
+           "SGLang's inc_lock_ref: locks the node, keeps the lock; -> evictable_size() change")
+      .def("unlock_ref", &PyTree::unlock_ref, py::arg("node"),
+           "SGLang's dec_lock_ref: releases the node's last lock_ref lock; -> its change")
       .def("evict", &PyTree::evict, py::arg("num_tokens"), py::arg("with_paths") = false)
       .def("evictable_size", &PyTree::evictable_size)
       .def("protected_size", &PyTree::protected_size)

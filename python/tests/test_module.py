@@ -79,6 +79,39 @@ def test_torch_reads_results_in_place():
     assert tt.data_ptr() == idx.ctypes.data
 
 
+def test_torch_tensors_are_read_in_place_or_refused_by_name():
+    torch = pytest.importorskip("torch")
+    t = kvsim.RadixTree()
+    base = torch.arange(0, 20, dtype=torch.int64)
+    # A slice starts past the storage's start: its data pointer is read, not the storage's.
+    assert t.insert(base[10:14], torch.arange(100, 104, dtype=torch.int32))[0] == 0
+    assert t.match_prefix(torch.tensor([10, 11, 12, 13], dtype=torch.int32))[0].tolist() == [100, 101, 102, 103]
+    assert t.match_prefix(base[10:12])[0].tolist() == [100, 101]
+    # Not read in place, each for its own reason, with the general path's messages.
+    with pytest.raises(ValueError, match="contiguous"):
+        t.match_prefix(base[::2])
+    with pytest.raises(ValueError, match="1-D"):
+        t.match_prefix(base.reshape(4, 5))
+    with pytest.raises(TypeError, match="integer"):
+        t.match_prefix(torch.tensor([1.0, 2.0]))
+    # Other integer widths still work (widened once).
+    assert t.match_prefix(torch.tensor([10, 11], dtype=torch.int16))[0].tolist() == [100, 101]
+    assert t.sanity_check() == []
+
+
+def test_lock_ref_stacks_locks_per_node_and_refuses_an_extra_release():
+    t = kvsim.RadixTree()
+    t.insert([1, 2, 3], [1, 2, 3])
+    _, n = t.match_prefix([1, 2, 3])
+    assert t.lock_ref(n) == -3 and t.lock_ref(n) == 0
+    assert t.protected_size() == 3
+    assert t.unlock_ref(n) == 0 and t.protected_size() == 3
+    assert t.unlock_ref(n) == 3 and t.evictable_size() == 3
+    with pytest.raises(kvsim.KvsimError, match="holds no lock"):
+        t.unlock_ref(n)
+    assert t.sanity_check() == [] and not t.poisoned
+
+
 def test_lock_protects_from_eviction_and_unlock_releases():
     t = kvsim.RadixTree()
     t.insert([1, 2], [1, 2])
