@@ -72,6 +72,7 @@ class CallRecorder {
         page_(static_cast<size_t>(page_size)),
         max_calls_(max_calls) {
     hash_pages_ = page_size >= kHashPagesFrom;
+    windowed_ = first_snapshot.has_value();
     const std::string error = open_files(path, &lines_fd_, &blob_fd_);
     if (!error.empty()) throw std::runtime_error(error);
     set_path(std::move(path));
@@ -142,11 +143,15 @@ class CallRecorder {
     return true;
   }
 
-  // Locks taken by recorded calls and not yet released (by call index), for the snapshots.
+  // Locks taken by recorded calls and not yet released (by call index), for the snapshots that
+  // start a window's segments (a recording without a window writes none, and keeps none).
   void held(int64_t call, const LockRecord& record) {
-    held_[call] = HeldLock{record.anchor, record.start[index_of(ComponentType::kFull)]};
+    if (windowed_)
+      held_[call] = HeldLock{record.anchor, record.start[index_of(ComponentType::kFull)]};
   }
-  void released(int64_t call) { held_.erase(call); }
+  void released(int64_t call) {
+    if (windowed_) held_.erase(call);
+  }
 
   // The index the next call gets.
   int64_t next_index() const { return static_cast<int64_t>(calls_); }
@@ -814,6 +819,7 @@ class CallRecorder {
   uint64_t base_ = 0;
   uint64_t segment_ = 0;
   NodeId segment_first_id_ = 0;
+  bool windowed_ = false;  // the first segment of a window: segments follow, with snapshots
   std::map<int64_t, HeldLock> held_;
 };
 
