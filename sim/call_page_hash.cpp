@@ -2,27 +2,13 @@
 
 #include <cstring>
 
-// x86-64: AVX-512 and AVX2 clones of each loop next to the baseline one, picked at load time.
-// Every clone computes the same function (integer arithmetic only). Built at -O2: GCC's -O3
-// vectorises these loops worse (measured 2x slower, 2026-11-24).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KVSIM_HASH_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#elif defined(__x86_64__) && defined(__clang__)
-#define KVSIM_HASH_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KVSIM_HASH_CLONES
-#endif
+#include "core/common/simd_clones.h"
+
+// Built at -O2 even in the Python module (python/CMakeLists.txt): GCC's -O3 vectorises these
+// loops worse (measured 2x slower, 2026-11-24).
 
 namespace kvsim::sim {
 namespace {
-
-// Everything the clones run is inlined into them (an outlined helper is built once, for the
-// baseline ISA).
-#if defined(__GNUC__)
-#define KVSIM_HASH_INLINE inline __attribute__((always_inline))
-#else
-#define KVSIM_HASH_INLINE inline
-#endif
 
 constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
 constexpr uint64_t kFold = 0xC2B2AE3D27D4EB4FULL;
@@ -32,21 +18,21 @@ struct Lanes {
   uint64_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 
   // One step: word k (tokens 2k and 2k+1, the first in the low half) into lane k.
-  KVSIM_HASH_INLINE void mix(const uint64_t* w) {
+  KVSIM_ALWAYS_INLINE void mix(const uint64_t* w) {
     for (size_t k = 0; k < 8; ++k) {
       const uint64_t h = (v[k] ^ w[k]) * kMul;
       v[k] = h ^ (h >> 32);
     }
   }
   // The tokens past the last whole step, one at a time into lane 0.
-  KVSIM_HASH_INLINE void mix_tail(uint32_t token) {
+  KVSIM_ALWAYS_INLINE void mix_tail(uint32_t token) {
     const uint64_t h = (v[0] ^ token) * kMul;
     v[0] = h ^ (h >> 32);
   }
   // The lanes folded pairwise (three levels of independent multiplies, not eight in a chain),
   // then the length mixed in and the result avalanched. Each step is a bijection of each input
   // given the other, and not symmetric, so lanes holding swapped states fold differently.
-  KVSIM_HASH_INLINE uint64_t fold(size_t n) const {
+  KVSIM_ALWAYS_INLINE uint64_t fold(size_t n) const {
     const auto pair = [](uint64_t x, uint64_t y) {
       const uint64_t m = x * kFold;
       return ((m << 31) | (m >> 33)) ^ y;
@@ -61,7 +47,7 @@ struct Lanes {
 
 // Inlined into each clone of the callers below: the loop must be built for the clone's ISA (an
 // outlined copy would be the baseline one, measured 4x slower).
-KVSIM_HASH_INLINE uint64_t token_page(const Token* t, size_t n) {
+KVSIM_ALWAYS_INLINE uint64_t token_page(const Token* t, size_t n) {
   Lanes lanes;
   size_t i = 0;
   for (; i + kStride <= n; i += kStride) {
@@ -76,18 +62,18 @@ KVSIM_HASH_INLINE uint64_t token_page(const Token* t, size_t n) {
 
 }  // namespace
 
-KVSIM_HASH_CLONES uint64_t hash_token_page(const Token* tokens, size_t n) {
+KVSIM_SIMD_CLONES uint64_t hash_token_page(const Token* tokens, size_t n) {
   return token_page(tokens, n);
 }
 
-KVSIM_HASH_CLONES void hash_token_pages(const Token* tokens, size_t pages, size_t page,
+KVSIM_SIMD_CLONES void hash_token_pages(const Token* tokens, size_t pages, size_t page,
                                         uint64_t* out) {
   for (size_t k = 0; k < pages; ++k)
     out[k] = token_page(tokens + k * page, page);
 }
 
 // v fits a Token exactly when v + 2^31 has no bit above bit 31 (as in core/tree/wide_ids.cpp).
-KVSIM_HASH_CLONES bool hash_wide_pages(const int64_t* ids, size_t pages, size_t page,
+KVSIM_SIMD_CLONES bool hash_wide_pages(const int64_t* ids, size_t pages, size_t page,
                                        uint64_t* out) {
   uint64_t high = 0;
   for (size_t k = 0; k < pages; ++k) {

@@ -25,6 +25,7 @@
 #include "core/backend/backend.h"
 #include "core/common/assert.h"
 #include "core/common/types.h"
+#include "core/pools/page_slots.h"
 
 namespace kvsim {
 
@@ -135,10 +136,7 @@ class IndexVector {
       std::copy(entries_.begin(), entries_.end(), out);
       return;
     }
-    for (const SlotIndex first : entries_) {
-      for (SlotIndex t = 0; t < stride_; ++t)
-        *out++ = first + t;
-    }
+    expand_page_slots(entries_.data(), entries_.size(), stride_, out);
   }
 
   // Calls f(i, j) for each maximal run [i, j) of consecutive slots within [from, to), in

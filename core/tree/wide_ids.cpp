@@ -1,23 +1,18 @@
 #include "core/tree/wide_ids.h"
 
-// x86-64: an AVX2 clone of each loop next to the baseline one, picked at load time.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KVSIM_WIDE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KVSIM_WIDE_CLONES
-#endif
+#include "core/common/simd_clones.h"
 
 namespace kvsim {
 
 // v fits exactly when v + 2^31 has no bit above bit 31: one add and one OR per id.
-KVSIM_WIDE_CLONES bool all_wide_ids_fit(const int64_t* ids, size_t n) {
+KVSIM_SIMD_CLONES bool all_wide_ids_fit(const int64_t* ids, size_t n) {
   uint64_t high = 0;
   for (size_t i = 0; i < n; ++i)
     high |= static_cast<uint64_t>(ids[i]) + 0x80000000ull;
   return (high >> 32) == 0;
 }
 
-KVSIM_WIDE_CLONES bool narrow_wide_ids(const int64_t* ids, size_t n, Token* dst) {
+KVSIM_SIMD_CLONES bool narrow_wide_ids(const int64_t* ids, size_t n, Token* dst) {
   uint64_t high = 0;
   for (size_t i = 0; i < n; ++i) {
     high |= static_cast<uint64_t>(ids[i]) + 0x80000000ull;
@@ -26,7 +21,7 @@ KVSIM_WIDE_CLONES bool narrow_wide_ids(const int64_t* ids, size_t n, Token* dst)
   return (high >> 32) == 0;
 }
 
-KVSIM_WIDE_CLONES size_t equal_wide_chunks(const Token* key, const int64_t* ids, size_t limit) {
+KVSIM_SIMD_CLONES size_t equal_wide_chunks(const Token* key, const int64_t* ids, size_t limit) {
   constexpr size_t kChunk = 64;
   size_t n = 0;
   while (n + kChunk <= limit) {

@@ -39,6 +39,7 @@
 
 #include "core/common/assert.h"
 #include "core/common/sanity.h"
+#include "core/common/simd_clones.h"
 #include "core/tree/eviction_policy.h"
 #include "core/tree/radix_tree.h"
 #include "python/src/recorder.h"
@@ -280,15 +281,8 @@ class IntBuffer {
   size_t size_ = 0;
 };
 
-// x86-64: an AVX2 clone of the per-token loops next to the baseline one, picked at load time.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KVSIM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KVSIM_VECTOR_CLONES
-#endif
-
 // The OR of n slot indices (negative: some index is).
-KVSIM_VECTOR_CLONES int64_t or_all(const int64_t* v, size_t n) {
+KVSIM_SIMD_CLONES int64_t or_all(const int64_t* v, size_t n) {
   int64_t all = 0;
   for (size_t i = 0; i < n; ++i)
     all |= v[i];
@@ -301,7 +295,7 @@ struct SlotScan {
   int64_t all_or = 0;
   bool page_runs = false;
 };
-KVSIM_VECTOR_CLONES SlotScan scan_slots(const int64_t* v, size_t n, size_t page) {
+KVSIM_SIMD_CLONES SlotScan scan_slots(const int64_t* v, size_t n, size_t page) {
   SlotScan scan;
   if (page <= 1 || n % page != 0) {
     scan.all_or = or_all(v, n);
