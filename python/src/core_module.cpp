@@ -131,7 +131,9 @@ const TorchTypes* torch_types(py::handle obj) {
 class IntBuffer {
  public:
   IntBuffer(py::handle obj, const char* what) {
-    if (read_cpu_tensor(obj)) return;
+    // torch tensors have no buffer protocol: only other objects are looked at as tensors, so a
+    // numpy array or an array.array never pays for the check.
+    if (!PyObject_CheckBuffer(obj.ptr()) && read_cpu_tensor(obj)) return;
     if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
       py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
       owned_.reserve(seq.size());

@@ -8,9 +8,10 @@
 // replay turns each distinct hash into a synthetic page: equal pages stay equal, different ones
 // different (a hash collision, ~n^2/2^65 for n distinct pages, shows up as a divergence). The
 // unaligned tail of a key, which the tree never reads, is not recorded. Smaller pages record the
-// tokens ("tok"). A key's leading part that an earlier call already holds is named by that call
-// ("tok_of": a match names the call that last returned its node; an insert names the last match
-// when they share leading pages). Slots are recorded as runs (start, length).
+// tokens ("tok"). A match keeps only its hit and the page where the walk stopped (finish_match).
+// A key's leading part that an earlier call already holds is named by that call ("tok_of": a
+// match names the call that last returned its node; an insert names the last match when they
+// share leading pages). Slots are recorded as runs (start, length).
 //
 // Buffers and flushing: lines and sidecar bytes go to two fixed buffers (never reallocated
 // inside a call); at a call boundary, a buffer that is full is handed to a writer thread, which
@@ -50,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/assert.h"
 #include "core/pools/index_vector.h"
 #include "core/tree/token_run.h"
 #include "core/tree/wide_ids.h"
@@ -693,6 +695,9 @@ class CallRecorder {
       sim::hash_token_pages(seg.data() + begin, count, page_, pages_.data() + at);
       at += count;
     }
+    KV_ASSERT(at == pages, "recorder: an insert's path holds " + std::to_string(at) +
+                               " pages past token " + std::to_string(from) + ", its key " +
+                               std::to_string(pages));
     size_t same = 0;
     if (follows_match) {
       while (same < pages && same < match_page_count_ && pages_[same] == match_pages_[same])
