@@ -13,6 +13,7 @@ and the recording's size. `--check-replay KVSIM` also replays the last recording
 """
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -49,6 +50,7 @@ def main():
     for rep in range(a.repeat):
         # Pairs alternate which mode runs first, so that neither always gets the warmer caches.
         for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+            gc.collect()  # each run starts on a collected heap
             d = tempfile.mkdtemp(prefix="kvsim-bench-rec-")
             try:
                 alloc = orc.SlotAllocator(cap, tensor=torch)

@@ -17,6 +17,7 @@ binding call and of a 16-page match.
 """
 
 import argparse
+import gc
 import importlib.util
 import json
 import statistics
@@ -79,8 +80,13 @@ def main():
     cap = None if a.capacity <= 0 else int(a.capacity)
     times = {"sglang": [], "kvsim": []}
     rows = {}
+    cache = None
     for rep in range(a.repeat):
         for name in ("sglang", "kvsim"):
+            # Each run starts on a collected heap: the last run's cache (SGLang's tree is full of
+            # reference cycles) is garbage the next run's allocations would otherwise collect.
+            cache = None
+            gc.collect()
             alloc = orc.SlotAllocator(cap, tensor=torch)
             cls = rc.RadixCache if name == "sglang" else KvsimRadixCache
             cache = cls.create_simulated(mock_allocator=alloc, page_size=a.page_size)
