@@ -4,10 +4,11 @@
 // nothing compares hashes across files, and replay never recomputes them.
 //
 // One function of the token values, whichever form the caller holds: a page of 32-bit Tokens
-// (the tree's own keys) and the same page as int64 ids (what SGLang passes) hash the same. Eight
-// independent multiply-xorshift lanes over 64-bit words (two tokens each), folded together; the
-// loops are built with AVX2 and AVX-512 clones, picked at load time on x86-64, so hashing runs
-// at about the speed of reading the page.
+// (the tree's own keys) and the same page as int64 ids (what SGLang passes) hash the same.
+// Multiply-xorshift lanes over 64-bit words (two tokens each): steps of 16 tokens alternate
+// between two sets of eight lanes, which are folded together with the page length. The loops
+// are built with AVX2 and AVX-512 clones, picked at load time on x86-64, so hashing runs at
+// about the speed of reading the page.
 #pragma once
 
 #include <cstddef>

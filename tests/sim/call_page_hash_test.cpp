@@ -12,35 +12,40 @@
 namespace kvsim::sim {
 namespace {
 
-// The definition, written out plainly: eight multiply-xorshift lanes over 64-bit words (tokens
-// 2k and 2k+1 of each 16, the first in the low half), the tail into lane 0, then the lanes
-// folded pairwise with the length.
+// The definition, written out plainly: two sets of eight multiply-xorshift lanes over 64-bit
+// words (tokens 2k and 2k+1 of a 16-token step, the first in the low half), even steps into the
+// first set and odd steps into the second, the tokens past the last whole step into lane 0 of
+// the first, then each set folded pairwise with the length and the two combined.
 uint64_t reference_hash(const std::vector<Token>& t) {
   constexpr uint64_t kMul = 0x9E3779B97F4A7C15ULL;
   constexpr uint64_t kFold = 0xC2B2AE3D27D4EB4FULL;
-  uint64_t lane[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint64_t lanes[2][8] = {{1, 2, 3, 4, 5, 6, 7, 8}, {9, 2, 3, 4, 5, 6, 7, 8}};
+  const auto mix = [&](uint64_t& lane, uint64_t w) {
+    const uint64_t h = (lane ^ w) * kMul;
+    lane = h ^ (h >> 32);
+  };
   size_t i = 0;
-  for (; i + 16 <= t.size(); i += 16) {
+  for (size_t step = 0; i + 16 <= t.size(); i += 16, ++step) {
     for (size_t k = 0; k < 8; ++k) {
       const uint64_t w = static_cast<uint32_t>(t[i + 2 * k]) |
                          (static_cast<uint64_t>(static_cast<uint32_t>(t[i + 2 * k + 1])) << 32);
-      const uint64_t h = (lane[k] ^ w) * kMul;
-      lane[k] = h ^ (h >> 32);
+      mix(lanes[step % 2][k], w);
     }
   }
-  for (; i < t.size(); ++i) {
-    const uint64_t h = (lane[0] ^ static_cast<uint32_t>(t[i])) * kMul;
-    lane[0] = h ^ (h >> 32);
-  }
+  for (; i < t.size(); ++i)
+    mix(lanes[0][0], static_cast<uint32_t>(t[i]));
   const auto pair = [&](uint64_t x, uint64_t y) {
     const uint64_t m = x * kFold;
     return ((m << 31) | (m >> 33)) ^ y;
   };
-  const uint64_t a = pair(pair(lane[0], lane[1]), pair(lane[2], lane[3]));
-  const uint64_t b = pair(pair(lane[4], lane[5]), pair(lane[6], lane[7]));
-  uint64_t h = pair(a, b) ^ (t.size() * kMul);
-  h = (h ^ (h >> 29)) * kFold;
-  return h ^ (h >> 32);
+  const auto fold = [&](const uint64_t* v) {
+    const uint64_t a = pair(pair(v[0], v[1]), pair(v[2], v[3]));
+    const uint64_t b = pair(pair(v[4], v[5]), pair(v[6], v[7]));
+    uint64_t h = pair(a, b) ^ (t.size() * kMul);
+    h = (h ^ (h >> 29)) * kFold;
+    return h ^ (h >> 32);
+  };
+  return fold(lanes[0]) ^ (fold(lanes[1]) * kMul);
 }
 
 std::vector<Token> tokens(size_t n, uint32_t seed) {
