@@ -1,6 +1,6 @@
 #include "sim/call_trace.h"
 
-#include <cstdio>
+#include "sim/hex64.h"
 
 namespace kvsim::sim {
 namespace {
@@ -11,12 +11,6 @@ uint64_t mix64(uint64_t h, uint64_t v) {
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 27;
   return h;
-}
-
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 }  // namespace
@@ -167,7 +161,7 @@ nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {
       break;
     case CallKind::kEvict:
       j["n"] = call.n;
-      if (out) j["out"] = {{"freed", out->amount}, {"slots", hex(out->slots_hash)}};
+      if (out) j["out"] = {{"freed", out->amount}, {"slots", hex64(out->slots_hash)}};
       break;
   }
   return j;
@@ -175,7 +169,7 @@ nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {
 
 nlohmann::json call_trace_footer(const CallTraceEnd& end) {
   nlohmann::json e{{"calls", end.calls},
-                   {"event_hash", hex(end.event_hash)},
+                   {"event_hash", hex64(end.event_hash)},
                    {"nodes", end.nodes},
                    {"evictable", end.evictable},
                    {"protected", end.protected_size}};

@@ -12,16 +12,11 @@
 #include "core/common/assert.h"
 #include "sim/call_trace_sidecar.h"
 #include "sim/call_trace_snapshot.h"
+#include "sim/hex64.h"
 #include "sim/json_reader.h"
 
 namespace kvsim::sim {
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 uint64_t parse_hex(JsonReader& r, const std::string& key) {
   const std::string s = r.required_string(key);
@@ -490,12 +485,12 @@ nlohmann::json call_replay_json(const CallTrace& t, const CallReplay& r) {
                    {"calls", t.calls.size()},
                    {"applied", r.applied},
                    {"skipped", r.skipped},
-                   {"event_hash", hex(r.event_hash)},
+                   {"event_hash", hex64(r.event_hash)},
                    {"nodes", r.nodes},
                    {"evictable", r.evictable},
                    {"protected", r.protected_size},
                    {"matches_recording", call_replay_matches(t, r)}};
-  if (t.end) j["recorded_event_hash"] = hex(t.end->event_hash);
+  if (t.end) j["recorded_event_hash"] = hex64(t.end->event_hash);
   if (t.snapshot) {
     j["snapshot"] = {{"nodes", t.snapshot->tree.nodes.size()},
                      {"locks", t.snapshot->locks.size()},
@@ -525,7 +520,7 @@ std::string call_replay_text(const std::string& path, const CallTrace& t, const 
         << snap.locks_disagree << ")\n";
     }
   }
-  s << "  event hash " << hex(r.event_hash) << ", " << r.nodes << " nodes, evictable "
+  s << "  event hash " << hex64(r.event_hash) << ", " << r.nodes << " nodes, evictable "
     << r.evictable << ", protected " << r.protected_size << "\n";
   if (r.violation)
     s << "  violation at call " << r.violation->first << ": core.assert: " << r.violation->second

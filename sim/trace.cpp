@@ -1,7 +1,6 @@
 #include "sim/trace.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -87,12 +86,6 @@ ReportedCache parse_reported(JsonReader r) {
 }
 
 }  // namespace
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 nlohmann::json arrival_json(const Arrival& a) {
   nlohmann::json j = {{"rid", a.rid}, {"tick", a.tick}, {"ns", a.ns}};

@@ -23,6 +23,7 @@
 
 #include "sim/executor.h"
 #include "sim/faults.h"
+#include "sim/hex64.h"
 #include "sim/op.h"
 #include "sim/scenario.h"
 #include "sim/workload.h"
@@ -101,7 +102,5 @@ AnyTrace read_trace(const std::string& path);
 // The same parse over text already in memory (the fuzzers' entry point); errors name `source`
 // where read_trace names the path. read_trace(path) is this over the file's contents.
 AnyTrace read_trace_text(const std::string& text, const std::string& source);
-
-std::string hex64(uint64_t v);
 
 }  // namespace kvsim::sim

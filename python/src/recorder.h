@@ -38,7 +38,6 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -57,6 +56,7 @@
 #include "core/tree/wide_ids.h"
 #include "sim/call_page_hash.h"
 #include "sim/call_trace.h"
+#include "sim/hex64.h"
 #include "sim/node_call_map.h"
 
 namespace kvsim::python {
@@ -393,7 +393,7 @@ class CallRecorder {
           break;
         case sim::CallKind::kEvict: {
           char hex[17];
-          to_hex16(out->slots_hash, hex);
+          sim::hex64(out->slots_hash, hex);
           text(",\"out\":{\"freed\":");
           num(out->amount);
           text(",\"slots\":\"");
@@ -733,13 +733,6 @@ class CallRecorder {
     blob_.append(data, count * items_per_count * sizeof(T));
   }
   void text(const char* s) { lines_.append(s, std::strlen(s)); }
-  // 16 lowercase hex digits and a NUL (snprintf's "%016llx", without its cost per evict).
-  static void to_hex16(uint64_t v, char* out) {
-    constexpr char kDigits[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; --i, v >>= 4)
-      out[i] = kDigits[v & 0xF];
-    out[16] = '\0';
-  }
   template <typename T>
   void num(T v) {
     char tmp[24];
