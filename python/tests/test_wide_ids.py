@@ -12,6 +12,12 @@ from test_recording import cli, footer, needs_cli
 BIG = 2**31  # the first id that does not fit kvsim's 32-bit tokens
 
 
+def assert_replays(path):
+    """`kvsim replay` of the recording: exit 0 and every recorded outcome reproduced."""
+    out = cli("replay", path)
+    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+
+
 def state(t):
     return (t.node_count(), t.total_size(), t.evictable_size(), sorted(t.node_ids()))
 
@@ -89,8 +95,7 @@ def test_what_a_trace_cannot_hold_stops_the_recording_not_the_call(tmp_path):
     assert calls == 2 and not end.get("truncated")
     lines = open(path2).read().splitlines()
     assert '"val_from":2' in lines[2]
-    out = cli("replay", path2)
-    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+    assert_replays(path2)
 
 
 @needs_cli
@@ -118,8 +123,7 @@ def test_a_match_keeps_its_hit_and_one_page_so_later_ids_need_not_fit(tmp_path, 
     t.close_recording()
     end, calls = footer(path)
     assert calls == 7 and not end.get("truncated")
-    out = cli("replay", path)
-    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+    assert_replays(path)
 
 
 @needs_cli
@@ -137,8 +141,7 @@ def test_a_recorded_session_of_wide_ids_replays(tmp_path):
         if i % 10 == 9:
             t.evict(30)
     t.close_recording()
-    out = cli("replay", path)
-    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+    assert_replays(path)
 
 
 @needs_cli
@@ -173,5 +176,4 @@ def test_an_insert_is_recorded_whatever_it_shares_with_the_last_match(tmp_path, 
     t.evict(10**6)  # the matched node goes before the insert that follows
     ins(np.arange(900, 900 + 3 * P))
     t.close_recording()
-    out = cli("replay", path)
-    assert out.returncode == 0 and "replay matches the recording" in out.stdout, out.stdout
+    assert_replays(path)
