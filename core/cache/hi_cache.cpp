@@ -261,15 +261,15 @@ bool HiCache::evict_one_write_back(TreeNode& victim) {
 bool HiCache::drop_host_descendants(TreeNode& node) {
   std::vector<TreeNode*> order;  // parents before children
   std::vector<TreeNode*> stack;
-  for (auto& [key, child] : node.children)
-    stack.push_back(child.get());
+  for (TreeNode* child : node.children.sorted())
+    stack.push_back(child);
   while (!stack.empty()) {
     TreeNode* n = stack.back();
     stack.pop_back();
     if (!n->evicted() || n->full().lock_ref > 0 || n->full().host_lock_ref > 0) return false;
     order.push_back(n);
-    for (auto& [key, child] : n->children)
-      stack.push_back(child.get());
+    for (TreeNode* child : n->children.sorted())
+      stack.push_back(child);
   }
   int64_t freed = 0;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children before parents

@@ -76,8 +76,8 @@ void FullComponent::sanity_check(const RadixTree& tree, SanityReport& report) co
       report.add("tree.lock", "locked node is not on device", n.id);
     }
     int64_t children_locks = 0;
-    for (const auto& [key, child] : n.children)
-      children_locks += child->full().lock_ref;
+    for (const auto& e : n.children)
+      children_locks += e.node->full().lock_ref;
     if (d.lock_ref < children_locks) {
       report.add("tree.lock",
                  "path-lock law: lock_ref " + std::to_string(d.lock_ref) + " < children's " +

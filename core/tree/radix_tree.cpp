@@ -35,7 +35,7 @@ RadixTree::RadixTree(RadixTreeOptions options) : options_(options) {
   root_->full().value = IndexVector(Tier::kDevice, {});
   root_->full().host_value = IndexVector(Tier::kHost, {});
   root_->full().lock_ref = 1;
-  nodes_[0] = root_.get();
+  nodes_.set(0, root_.get());
   add_component(std::make_unique<FullComponent>());
 }
 
@@ -49,8 +49,8 @@ void RadixTree::add_component(std::unique_ptr<TreeComponent> component) {
 }
 
 TreeNode* RadixTree::find(NodeId id) const {
-  auto it = nodes_.find(id);
-  return it == nodes_.end() ? nullptr : it->second;
+  TreeNode* const* node = nodes_.find(id);
+  return node != nullptr ? *node : nullptr;
 }
 
 ChildKey RadixTree::child_key(Namespace ns, std::span<const Token> tokens) const {
@@ -68,8 +68,7 @@ TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns,
              std::memcmp(c->key.data(), key.page.data(), key.page.size() * sizeof(Token)) == 0;
     });
   }
-  auto it = node.children.find(key);
-  return it == node.children.end() ? nullptr : it->second.get();
+  return node.children.scan(ns, key.page);
 }
 
 TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns, std::span<const int64_t> rest) {
@@ -92,8 +91,8 @@ void RadixTree::index_child(TreeNode& node, TreeNode* child) {
   if (!node.child_index) {
     if (node.children.size() < ChildIndex::kMinChildren) return;
     node.child_index = std::make_unique<ChildIndex>();
-    for (const auto& [key, c] : node.children)
-      node.child_index->insert(first_page_hash(*c), c.get());
+    for (const auto& e : node.children)
+      node.child_index->insert(first_page_hash(*e.node), e.node.get());
     return;
   }
   node.child_index->insert(first_page_hash(*child), child);
@@ -130,15 +129,18 @@ TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, TokenRun key) {
   node->creation = ++clock_;
   node->last_access = node->creation;
   TreeNode* raw = node.get();
-  KV_PROBE_IF(
-      parent->is_root() && probe_other_namespace_holds(*parent, ns, raw->key,
-                                                       static_cast<size_t>(options_.page_size)),
-      tree_ns_shared_tokens);
-  // The map's key is a view into the child's own key.
-  auto [it, inserted] = parent->children.emplace(child_key(ns, raw->key), std::move(node));
-  KV_ASSERT(inserted, "child key already present");
+  KV_PROBE_IF(parent->is_root() &&
+                  probe_other_namespace_holds(*parent, ns, raw->key,
+                                              static_cast<size_t>(options_.page_size),
+                                              [&](Namespace other, std::span<const Token> page) {
+                                                return find_child(*parent, other, page);
+                                              }),
+              tree_ns_shared_tokens);
+  KV_ASSERT(find_child(*parent, ns, std::span<const Token>(raw->key)) == nullptr,
+            "child key already present");
+  parent->children.add(std::move(node));
   index_child(*parent, raw);
-  nodes_[raw->id] = raw;
+  nodes_.set(raw->id, raw);
   return raw;
 }
 
@@ -147,9 +149,7 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
   KV_ASSERT(prefix_tokens % static_cast<size_t>(options_.page_size) == 0, "unaligned split");
   TreeNode* parent = node.parent;
   probe_split(node);
-  // Take node's entry out of the parent's map before its key (which the entry views) changes.
-  auto entry = parent->children.extract(child_key(node.ns, node.key));
-  KV_ASSERT(!entry.empty() && entry.mapped().get() == &node, "split of a node its parent lacks");
+  // Out of the parent's index before the node's first page (which the index hashed) changes.
   unindex_child(*parent, &node);
 
   auto prefix = std::make_unique<TreeNode>();
@@ -176,17 +176,14 @@ TreeNode* RadixTree::split(TreeNode& node, size_t prefix_tokens) {
                           node.hash_value.begin() + static_cast<ptrdiff_t>(pages));
   }
 
-  // Re-hang: the parent's entry (same first page) now holds the prefix; the prefix holds node.
-  std::unique_ptr<TreeNode> suffix = std::move(entry.mapped());
+  // Re-hang: the prefix (same first page) takes node's place in the parent; it holds node.
   TreeNode* raw = prefix.get();
-  entry.key() = child_key(raw->ns, raw->key);
-  entry.mapped() = std::move(prefix);
-  parent->children.insert(std::move(entry));
+  std::unique_ptr<TreeNode> suffix = parent->children.replace(node, std::move(prefix));
   index_child(*parent, raw);
   suffix->parent = raw;
   raw->device_children = suffix->evicted() ? 0 : 1;
-  raw->children.emplace(child_key(raw->ns, suffix->key), std::move(suffix));
-  nodes_[raw->id] = raw;
+  raw->children.add(std::move(suffix));
+  nodes_.set(raw->id, raw);
   refresh_leaf(node);
   refresh_leaf(*raw);
   return raw;
@@ -693,10 +690,10 @@ void RadixTree::detach(TreeNode& node) {
     if (node.aux_key[t]) aux_victims_[t].erase(*node.aux_key[t]);
   }
   TreeNode* parent = node.parent;
-  nodes_.erase(node.id);
+  const bool indexed = nodes_.erase(node.id);
+  KV_ASSERT(indexed, "node index lacks node " + std::to_string(node.id));
   unindex_child(*parent, &node);
-  const size_t erased = parent->children.erase(child_key(node.ns, node.key));
-  KV_ASSERT(erased == 1, "parent does not have child key");
+  parent->children.take(node);  // destroys node
   refresh_leaf(*parent);
 }
 
@@ -732,16 +729,27 @@ void RadixTree::check_shape(SanityReport& report) const {
   size_t visited = 0;
   for_each_node([&](const TreeNode& n) {
     ++visited;
-    for (const auto& [key, child] : n.children) {
+    size_t slot = 0;
+    for (const auto& e : n.children) {
+      const TreeNode* child = e.node.get();
       if (child->parent != &n) report.add("tree.shape", "child's parent link is wrong", child->id);
-      if (child->key.size() < page || key != child_key(child->ns, child->key)) {
+      if (child->key.size() < page || child->slot_in_parent != slot || e.ns != child->ns ||
+          e.first != child->key[0]) {
         report.add("tree.shape", "child stored under the wrong key", child->id);
+      } else if (find_child(n, child->ns, std::span<const Token>(child->key.data(), page)) !=
+                 child) {
+        // A lookup of the child's own first page finds the first sibling holding it.
+        report.add("tree.shape", "child not found by its first page (a sibling shares it)",
+                   child->id);
       }
+      ++slot;
     }
     if (n.child_index) {
       bool indexed = n.child_index->size() == n.children.size();
-      for (const auto& [key, child] : n.children) {
-        const TreeNode* c = child.get();
+      for (const auto& e : n.children) {
+        const TreeNode* c = e.node.get();
+        if (c->key.size() < page) continue;  // reported above
+        const ChildKey key = child_key(c->ns, c->key);
         const uint64_t h = ChildIndex::hash(key.ns, key.page);
         if (c->first_page_hash && *c->first_page_hash != h) {
           report.add("tree.shape", "cached first-page hash is stale", c->id);
@@ -751,8 +759,8 @@ void RadixTree::check_shape(SanityReport& report) const {
       if (!indexed) report.add("tree.shape", "child index differs from the children", n.id);
     }
     int32_t on_device = 0;
-    for (const auto& [key, child] : n.children)
-      on_device += child->evicted() ? 0 : 1;
+    for (const auto& e : n.children)
+      on_device += e.node->evicted() ? 0 : 1;
     if (on_device != n.device_children) {
       report.add("tree.shape",
                  "device_children " + std::to_string(n.device_children) +

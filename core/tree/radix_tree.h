@@ -30,9 +30,9 @@
 #include <map>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "core/common/node_id_map.h"
 #include "core/common/sanity.h"
 #include "core/tree/component.h"
 #include "core/tree/eviction_policy.h"
@@ -153,9 +153,8 @@ class RadixTree {
       const TreeNode* n = stack.back();
       stack.pop_back();
       f(*n);
-      for (auto it = n->children.rbegin(); it != n->children.rend(); ++it) {
-        stack.push_back(it->second.get());
-      }
+      const std::vector<TreeNode*> children = n->children.sorted();
+      stack.insert(stack.end(), children.rbegin(), children.rend());
     }
   }
 
@@ -237,7 +236,7 @@ class RadixTree {
   RadixTreeOptions options_;
   std::unique_ptr<TreeNode> root_;
   std::vector<std::unique_ptr<TreeComponent>> components_;
-  std::unordered_map<NodeId, TreeNode*> nodes_;  // every live node, root included (lookups only)
+  NodeIdMap<TreeNode*> nodes_;  // every live node, root included (lookups only)
   LeafOrder device_leaves_{&TreeNode::device_link, &TreeNode::device_leaf_key};
   LeafOrder host_leaves_{&TreeNode::host_link, &TreeNode::host_leaf_key};
   std::vector<TreeNode*> match_path_;     // match_prefix's scratch (no allocation per call)

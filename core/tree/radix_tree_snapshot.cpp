@@ -174,8 +174,8 @@ TreeSnapshot RadixTree::snapshot() const {
   s.next_id = next_id_;
   s.clock = clock_;
   s.nodes.reserve(nodes_.size() - 1);
-  for (const auto& [id, n] : nodes_) {
-    if (n->is_root()) continue;
+  nodes_.for_each([&](NodeId, const TreeNode* n) {
+    if (n->is_root()) return;
     NodeSnapshot& o = s.nodes.emplace_back();
     o.id = n->id;
     o.parent = n->parent->id;
@@ -197,7 +197,7 @@ TreeSnapshot RadixTree::snapshot() const {
       if (a.value || a.host_value || a.lock_ref != 0 || a.host_lock_ref != 0)
         o.aux_data.push_back(static_cast<ComponentType>(t));
     }
-  }
+  });
   std::sort(s.nodes.begin(), s.nodes.end(),
             [](const NodeSnapshot& a, const NodeSnapshot& b) { return a.id < b.id; });
   return s;
@@ -279,9 +279,8 @@ void RadixTree::check_restorable(const TreeSnapshot& s) const {
 
 void RadixTree::link_restored(const TreeSnapshot& s) {
   std::vector<std::unique_ptr<TreeNode>> made(s.nodes.size());
-  std::unordered_map<NodeId, TreeNode*> by_id;
-  by_id.reserve(s.nodes.size() + 1);
-  by_id[0] = root_.get();
+  NodeIdMap<TreeNode*> by_id;
+  by_id.set(0, root_.get());
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const NodeSnapshot& n = s.nodes[i];
     auto node = std::make_unique<TreeNode>();
@@ -299,24 +298,25 @@ void RadixTree::link_restored(const TreeSnapshot& s) {
     node->hash_value = n.hash_value;
     node->backup_tried = n.backup_tried;
     node->write_through_pending = n.write_through_pending;
-    by_id[n.id] = node.get();
+    by_id.set(n.id, node.get());
     made[i] = std::move(node);
   }
-  // Hang every node under its parent (the maps' keys are views into the nodes' own keys).
+  // Hang every node under its parent.
   std::vector<TreeNode*> order;
   order.reserve(s.nodes.size());
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     TreeNode* raw = made[i].get();
-    TreeNode* parent = by_id.at(s.nodes[i].parent);
+    TreeNode* const* found = by_id.find(s.nodes[i].parent);
+    KV_ASSERT(found != nullptr, "restore: parent checked by check_parents is missing");
+    TreeNode* parent = *found;
     raw->parent = parent;
-    auto [it, inserted] =
-        parent->children.try_emplace(child_key(raw->ns, raw->key), std::move(made[i]));
-    if (!inserted) {
+    if (const TreeNode* sibling = find_child(*parent, raw->ns, child_key(raw->ns, raw->key).page)) {
       throw SnapshotError(raw->id, "key",
                           "starts with the same page, in the same namespace, as its sibling "
                           "node " +
-                              str(it->second->id));
+                              str(sibling->id));
     }
+    parent->children.add(std::move(made[i]));
     index_child(*parent, raw);
     if (!raw->evicted()) ++parent->device_children;
     if (!raw->evicted())
@@ -335,15 +335,15 @@ void RadixTree::link_restored(const TreeSnapshot& s) {
 }
 
 void RadixTree::discard_restored() {
-  for (auto& [id, n] : nodes_) {
+  nodes_.for_each([&](NodeId, TreeNode* n) {
     file_device_leaf(*n, false);
     file_host_leaf(*n, false);
-  }
+  });
   root_->children.clear();
   root_->child_index.reset();
   root_->device_children = 0;
   nodes_.clear();
-  nodes_[0] = root_.get();
+  nodes_.set(0, root_.get());
   next_id_ = 1;
   clock_ = 0;
   evictable_size_ = 0;

@@ -5,9 +5,10 @@
 //  1. key is a positive multiple of page_size tokens (root: empty); every present value and
 //     host value has exactly key.size() host-resident slots of the right tier;
 //  2. hash_value, when present, has key.size() / page_size digests;
-//  3. children are keyed by ChildKey{ns, first page of the child's key}, a view into that
-//     key; child->parent == this; device_children counts the children with a device value;
-//     child_index, when present, indexes exactly the children;
+//  3. children (core/tree/child_list.h) hold each child at its slot_in_parent under its own
+//     namespace and first token, and no two share namespace and first page; child->parent ==
+//     this; device_children counts the children with a device value; child_index, when
+//     present, indexes exactly the children;
 //  4. full lock_ref >= 0, host_lock_ref >= 0; full lock_ref > 0 implies a device value.
 // The root has an empty key, empty device and host values (so it is neither evicted nor
 // missing a backup) and a permanent lock_ref of 1.
@@ -16,7 +17,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -26,6 +26,7 @@
 #include "core/common/types.h"
 #include "core/pools/index_vector.h"
 #include "core/tree/child_index.h"
+#include "core/tree/child_list.h"
 #include "core/tree/token_run.h"
 
 namespace kvsim {
@@ -57,9 +58,9 @@ struct ReleasedSlots {
 };
 
 // Children are found by namespace + first page, which keeps tenants disjoint. A ChildKey is a
-// view: the key stored in a parent's map points into the child's own key (tokens are stored
-// once, core/tree/token_run.h), and lookups point into the caller's tokens (no allocation per tree
-// step). Ordered by namespace, then lexicographically by page.
+// view into tokens stored elsewhere (a child's own key or the caller's tokens): no allocation
+// per tree step. Ordered by namespace, then lexicographically by page (the order of
+// ChildList::sorted).
 struct ChildKey {
   Namespace ns = 0;
   std::span<const Token> page;
@@ -96,7 +97,9 @@ struct TreeNode {
   TreeNode* parent = nullptr;
   Namespace ns = 0;
   TokenRun key;  // shared, read-only storage: a split or a shared insert copies no token
-  std::map<ChildKey, std::unique_ptr<TreeNode>, ChildKeyLess> children;
+  ChildList children;
+  // Where this node sits in its parent's ChildList (kept by ChildList).
+  uint32_t slot_in_parent = 0;
   // Hash index over `children` for lookups, kept by RadixTree once the node has
   // ChildIndex::kMinChildren children (null below that); children stays the owner.
   std::unique_ptr<ChildIndex> child_index;

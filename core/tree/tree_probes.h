@@ -11,20 +11,13 @@
 namespace kvsim {
 
 // Whether a namespace other than `ns` has a child of `parent` whose first page equals the
-// first page of `key`. O(namespaces x log children): one lookup per namespace present.
-inline bool probe_other_namespace_holds(const TreeNode& parent, Namespace ns,
-                                        std::span<const Token> key, size_t page) {
+// first page of `key`. O(namespaces) lookups through `find(ns, page)` (RadixTree::find_child).
+template <typename FindChild>
+bool probe_other_namespace_holds(const TreeNode& parent, Namespace ns, std::span<const Token> key,
+                                 size_t page, FindChild&& find) {
   if (key.size() < page) return false;
-  ChildKey probe{0, key.first(page)};  // a view (ChildKey never owns its tokens)
-  auto it = parent.children.begin();
-  while (it != parent.children.end()) {
-    const Namespace other = it->first.ns;
-    if (other != ns) {
-      probe.ns = other;
-      if (parent.children.count(probe) != 0) return true;
-    }
-    if (other == ~Namespace{0}) break;
-    it = parent.children.lower_bound(ChildKey{other + 1, {}});
+  for (const auto& [other, count] : parent.children.namespaces()) {
+    if (other != ns && find(other, key.first(page)) != nullptr) return true;
   }
   return false;
 }

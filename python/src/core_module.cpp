@@ -834,7 +834,7 @@ class PyTree {
       d["last_access"] = n.last_access;
       d["hit_count"] = n.hit_count;
       py::list children;
-      for (const auto& [key, child] : n.children)
+      for (const TreeNode* child : n.children.sorted())
         children.append(child->id);
       d["children"] = children;
       return 0;

@@ -51,13 +51,13 @@
 #include <vector>
 
 #include "core/common/assert.h"
+#include "core/common/node_id_map.h"
 #include "core/pools/index_vector.h"
 #include "core/tree/token_run.h"
 #include "core/tree/wide_ids.h"
 #include "sim/call_page_hash.h"
 #include "sim/call_trace.h"
 #include "sim/hex64.h"
-#include "sim/node_call_map.h"
 
 namespace kvsim::python {
 
@@ -158,7 +158,10 @@ class CallRecorder {
   // The index the next call gets.
   int64_t next_index() const { return static_cast<int64_t>(calls_); }
   void produced(NodeId node) { producer_.set(node, next_index() - 1); }
-  std::optional<int64_t> producer_of(NodeId node) const { return producer_.find(node); }
+  std::optional<int64_t> producer_of(NodeId node) const {
+    const int64_t* call = producer_.find(node);
+    return call != nullptr ? std::optional<int64_t>(*call) : std::nullopt;
+  }
 
   // A call is written in two halves: its op before the core runs it, its key, value and
   // outcome after (finish_match / finish_insert, then finish_call; with a null outcome when
@@ -811,7 +814,7 @@ class CallRecorder {
   uint64_t max_calls_ = 0;
   uint64_t hash_ = sim::kCallHashSeed;
   bool ended_ = false;
-  sim::NodeCallMap producer_;
+  NodeIdMap<int64_t> producer_;
   // Windows: the segment's first call (calls are numbered from it in the file), its number,
   // the first node id it does not know from its snapshot (0: no snapshot), the locks held.
   uint64_t base_ = 0;

@@ -186,10 +186,10 @@ size_t peek_device_depth(const RadixTree& tree, Namespace ns, std::span<const To
   size_t pos = 0;
   size_t depth = 0;
   while (pos < aligned) {
-    const ChildKey key{ns, std::span<const Token>(tokens).subspan(pos, page)};
-    auto it = node->children.find(key);
-    if (it == node->children.end()) break;
-    const TreeNode& child = *it->second;
+    const TreeNode* found =
+        node->children.scan(ns, std::span<const Token>(tokens).subspan(pos, page));
+    if (found == nullptr) break;
+    const TreeNode& child = *found;
     if (child.key.size() > aligned - pos ||
         !std::equal(child.key.begin(), child.key.end(),
                     tokens.begin() + static_cast<ptrdiff_t>(pos))) {

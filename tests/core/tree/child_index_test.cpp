@@ -74,15 +74,15 @@ TEST(ChildIndex, TreeLookupsAgreeWithTheChildrenMap) {
   for (const auto& p : prompts) {
     const MatchResult m = tree.match_prefix(0, p);
     bool cached = false;
-    for (const auto& [key, child] : tree.root()->children)
-      cached = cached || (key.page[0] == p[0] && key.page[1] == p[1]);
+    for (const auto& e : tree.root()->children)
+      cached = cached || (e.node->key[0] == p[0] && e.node->key[1] == p[1]);
     EXPECT_EQ(m.device_hit_length() > 0, cached);
   }
   SanityReport report;
   tree.sanity_check(report);
   EXPECT_TRUE(report.ok()) << report.summary();
   // A child's cached first-page hash that no longer matches its key is a shape error.
-  TreeNode* child = tree.root()->children.begin()->second.get();
+  TreeNode* child = tree.root()->children.begin()->node.get();
   ASSERT_TRUE(child->first_page_hash.has_value()) << "an indexed child keeps its hash";
   const uint64_t kept = *child->first_page_hash;
   child->first_page_hash = kept ^ 1;

@@ -42,7 +42,7 @@ TEST_F(TokenRunTreeTest, ASplitLeavesBothHalvesOnTheOriginalStorage) {
   ASSERT_EQ(m.device_hit_length(), 4);
   const TreeNode& front = *m.last_device_node;
   ASSERT_EQ(front.children.size(), 1u);
-  const TreeNode& back = *front.children.begin()->second;
+  const TreeNode& back = *front.children.begin()->node;
   EXPECT_EQ(front.key.data(), stored);
   EXPECT_EQ(back.key.data(), stored + 4) << "the back half was copied, not viewed";
   EXPECT_EQ(back.key, seq(104, 8));
