@@ -87,9 +87,9 @@ LockState lock_state(const RadixTree& tree) {
   tree.for_each_node([&](const TreeNode& n) {
     std::array<int32_t, 6> v{};
     for (size_t t = 0; t < kTypes.size(); ++t) {
-      v[2 * t] =
-          n.data[t].lock_ref * 4 + (n.data[t].value ? 1 : 0) + (n.data[t].host_value ? 2 : 0);
-      v[2 * t + 1] = n.data[t].host_lock_ref;
+      v[2 * t] = n.component(t).lock_ref * 4 + (n.component(t).value ? 1 : 0) +
+                 (n.component(t).host_value ? 2 : 0);
+      v[2 * t + 1] = n.component(t).host_lock_ref;
     }
     s.nodes[n.id] = v;
   });
@@ -136,7 +136,7 @@ std::map<std::pair<NodeId, size_t>, int32_t> lock_counts(const RadixTree& tree) 
   std::map<std::pair<NodeId, size_t>, int32_t> out;
   tree.for_each_node([&](const TreeNode& n) {
     for (size_t t = 0; t < kTypes.size(); ++t)
-      out[{n.id, t}] = n.data[t].lock_ref;
+      out[{n.id, t}] = n.component(t).lock_ref;
   });
   return out;
 }
@@ -301,8 +301,9 @@ void EvictionSafety(const ComponentUnderTest& cut, const std::string& binary) {
       std::array<std::set<SlotIndex>, 3> on_device;
       tree.for_each_node([&](const TreeNode& n) {
         for (size_t t = 0; t < kTypes.size(); ++t) {
-          if (n.data[t].value)
-            on_device[t].insert(n.data[t].value->slots().begin(), n.data[t].value->slots().end());
+          if (n.component(t).value)
+            on_device[t].insert(n.component(t).value->slots().begin(),
+                                n.component(t).value->slots().end());
         }
       });
       for (const auto& [record, prot] : held) {
@@ -392,8 +393,8 @@ void TransferResolution(const ComponentUnderTest& cut, const std::string& binary
     tree.for_each_node([&](const TreeNode& n) {
       Values v;
       for (size_t t = 0; t < kTypes.size(); ++t) {
-        v[2 * t] = n.data[t].value;
-        v[2 * t + 1] = n.data[t].host_value;
+        v[2 * t] = n.component(t).value;
+        v[2 * t + 1] = n.component(t).host_value;
       }
       snapshot[n.id] = v;
     });
@@ -453,10 +454,11 @@ void TransferResolution(const ComponentUnderTest& cut, const std::string& binary
       auto it = snapshot.find(n.id);
       RC_ASSERT(it != snapshot.end());
       for (size_t t = 0; t < kTypes.size(); ++t) {
-        RC_ASSERT(n.data[t].value == it->second[2 * t]);
-        RC_ASSERT(n.data[t].host_value == it->second[2 * t + 1]);
-        if (n.data[t].value) RC_ASSERT(n.data[t].value->residency() == Residency::kHost);
-        if (n.data[t].host_value) RC_ASSERT(n.data[t].host_value->residency() == Residency::kHost);
+        RC_ASSERT(n.component(t).value == it->second[2 * t]);
+        RC_ASSERT(n.component(t).host_value == it->second[2 * t + 1]);
+        if (n.component(t).value) RC_ASSERT(n.component(t).value->residency() == Residency::kHost);
+        if (n.component(t).host_value)
+          RC_ASSERT(n.component(t).host_value->residency() == Residency::kHost);
       }
     });
     RC_ASSERT(snapshot.size() == tree.node_count());

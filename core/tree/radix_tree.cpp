@@ -685,9 +685,11 @@ void RadixTree::detach(TreeNode& node) {
   KV_ASSERT(!node.is_root() && node.children.empty(), "detach of a non-leaf");
   file_device_leaf(node, false);
   file_host_leaf(node, false);
+  const TreeNode& n = node;  // reads only: no auxiliary storage is made
   for (size_t t = 1; t < kComponentTypesMax; ++t) {
-    KV_ASSERT(!node.data[t].value && !node.data[t].host_value, "detach of a node with aux slots");
-    if (node.aux_key[t]) aux_victims_[t].erase(*node.aux_key[t]);
+    KV_ASSERT(!n.component(t).value && !n.component(t).host_value,
+              "detach of a node with aux slots");
+    if (n.aux_key(t)) aux_victims_[t].erase(*n.aux_key(t));
   }
   TreeNode* parent = node.parent;
   const bool indexed = nodes_.erase(node.id);

@@ -105,20 +105,23 @@ void RadixTree::dec_aux_lock(TreeNode& node, ComponentType type) {
 }
 
 void RadixTree::file_aux(TreeNode& node) {
+  if (!node.aux) return;  // no auxiliary data ever: nothing filed, nothing to file
   for (size_t t = 1; t < kComponentTypesMax; ++t) {
-    if (node.aux_key[t]) aux_victims_[t].erase(*node.aux_key[t]);
-    node.aux_key[t].reset();
-    const ComponentData& d = node.data[t];
+    std::optional<EvictionKey>& filed = node.aux_key(t);
+    if (filed) aux_victims_[t].erase(*filed);
+    filed.reset();
+    const ComponentData& d = node.component(t);
     if (node.is_root() || !d.value || d.lock_ref > 0) continue;
     const EvictionKey key{node.last_access, 0, node.id};
     aux_victims_[t].emplace(key, &node);
-    node.aux_key[t] = key;
+    filed = key;
   }
 }
 
 void RadixTree::release_aux(TreeNode& node, ReleasedSlots& out, bool device, bool host) {
+  if (!node.aux) return;
   for (size_t t = 1; t < kComponentTypesMax; ++t) {
-    ComponentData& d = node.data[t];
+    ComponentData& d = node.component(t);
     if (device && d.value) {
       KV_ASSERT(d.lock_ref == 0, "aux value of node " + std::to_string(node.id) + " is locked");
       aux_evictable_[t] -= slot_count(d.value);
@@ -139,7 +142,7 @@ void RadixTree::check_aux(SanityReport& report) const {
   std::array<size_t, kComponentTypesMax> filed{};
   for_each_node([&](const TreeNode& n) {
     for (size_t t = 1; t < kComponentTypesMax; ++t) {
-      const ComponentData& d = n.data[t];
+      const ComponentData& d = n.component(t);
       const std::string name(to_string(static_cast<ComponentType>(t)));
       if (n.is_root()) {
         if (d.value || d.host_value) report.add("tree.aux", name + " value on the root", n.id);
@@ -159,9 +162,9 @@ void RadixTree::check_aux(SanityReport& report) const {
       }
       if (d.value) (d.lock_ref > 0 ? locked : evictable)[t] += slot_count(d.value);
       const bool member = d.value && d.lock_ref == 0;
-      const bool is_filed = n.aux_key[t] && aux_victims_[t].count(*n.aux_key[t]) == 1 &&
-                            aux_victims_[t].at(*n.aux_key[t]) == &n &&
-                            (*n.aux_key[t])[0] == n.last_access;
+      const std::optional<EvictionKey>& key = n.aux_key(t);
+      const bool is_filed = key && aux_victims_[t].count(*key) == 1 &&
+                            aux_victims_[t].at(*key) == &n && (*key)[0] == n.last_access;
       if (member != is_filed) {
         report.add("tree.aux", name + (member ? " victim missing" : " victim extra"), n.id);
       }

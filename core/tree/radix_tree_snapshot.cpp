@@ -193,7 +193,7 @@ TreeSnapshot RadixTree::snapshot() const {
     o.backup_tried = n->backup_tried;
     o.write_through_pending = n->write_through_pending;
     for (size_t t = 1; t < kComponentTypesMax; ++t) {
-      const ComponentData& a = n->data[t];
+      const ComponentData& a = n->component(t);
       if (a.value || a.host_value || a.lock_ref != 0 || a.host_lock_ref != 0)
         o.aux_data.push_back(static_cast<ComponentType>(t));
     }

@@ -108,7 +108,16 @@ struct TreeNode {
   std::optional<uint64_t> first_page_hash;
   // Children holding a full device value (is_device_leaf in O(1)); kept by RadixTree.
   int32_t device_children = 0;
-  std::array<ComponentData, kComponentTypesMax> data;
+  ComponentData full_data;  // full attention: every node has it
+  // The auxiliary components' data (SWA, Mamba) and their evictable-set keys, out of line: a
+  // tree of full attention only never allocates it, and its nodes stay half the size.
+  struct Aux {
+    std::array<ComponentData, kComponentTypesMax - 1> data;  // [t - 1] for aux type t
+    // Per auxiliary component: the key under which this node is filed in that component's
+    // evictable set (device value present, component lock_ref == 0).
+    std::array<std::optional<EvictionKey>, kComponentTypesMax - 1> key;
+  };
+  std::unique_ptr<Aux> aux;            // null until an auxiliary component's data is written
   std::vector<PageDigest> hash_value;  // per-page storage keys; empty until computed
   uint64_t last_access = 0;            // logical clock, never wall time
   uint64_t creation = 0;
@@ -126,14 +135,27 @@ struct TreeNode {
   std::optional<EvictionKey> host_leaf_key;
   LeafLink device_link;
   LeafLink host_link;
-  // Per auxiliary component: the key under which this node is filed in that component's
-  // evictable set (device value present, component lock_ref == 0).
-  std::array<std::optional<EvictionKey>, kComponentTypesMax> aux_key;
 
-  ComponentData& full() { return data[static_cast<size_t>(ComponentType::kFull)]; }
-  const ComponentData& full() const { return data[static_cast<size_t>(ComponentType::kFull)]; }
-  ComponentData& component(ComponentType t) { return data[static_cast<size_t>(t)]; }
-  const ComponentData& component(ComponentType t) const { return data[static_cast<size_t>(t)]; }
+  ComponentData& full() { return full_data; }
+  const ComponentData& full() const { return full_data; }
+  // Writable data of component t (an auxiliary one's storage is made on first use).
+  ComponentData& component(ComponentType t) {
+    return t == ComponentType::kFull ? full_data : aux_storage().data[index_of(t) - 1];
+  }
+  // Data of component t: an auxiliary component's is empty on a node that never had any.
+  const ComponentData& component(ComponentType t) const {
+    if (t == ComponentType::kFull) return full_data;
+    return aux ? aux->data[index_of(t) - 1] : kNoComponentData;
+  }
+  ComponentData& component(size_t t) { return component(static_cast<ComponentType>(t)); }
+  const ComponentData& component(size_t t) const {
+    return component(static_cast<ComponentType>(t));
+  }
+  // The evictable-set key of auxiliary component t (1 <= t < kComponentTypesMax).
+  std::optional<EvictionKey>& aux_key(size_t t) { return aux_storage().key[t - 1]; }
+  const std::optional<EvictionKey>& aux_key(size_t t) const {
+    return aux ? aux->key[t - 1] : kNoEvictionKey;
+  }
 
   bool has_device(ComponentType t) const { return component(t).value.has_value(); }
   bool has_host(ComponentType t) const { return component(t).host_value.has_value(); }
@@ -141,6 +163,14 @@ struct TreeNode {
   bool evicted() const { return !full().value.has_value(); }
   bool backed_up() const { return full().host_value.has_value(); }
   int64_t token_count() const { return static_cast<int64_t>(key.size()); }
+
+ private:
+  static inline const ComponentData kNoComponentData{};
+  static inline const std::optional<EvictionKey> kNoEvictionKey{};
+  Aux& aux_storage() {
+    if (!aux) aux = std::make_unique<Aux>();
+    return *aux;
+  }
 };
 
 }  // namespace kvsim

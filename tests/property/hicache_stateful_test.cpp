@@ -302,7 +302,7 @@ class System {
     cache_->tree().for_each_node([&](const TreeNode& n) {
       for (size_t t = 0; t < kComponentTypesMax; ++t) {
         const int32_t expected = (n.is_root() && t == 0) ? 1 : 0;
-        if (n.data[t].lock_ref != expected || n.data[t].host_lock_ref != 0) {
+        if (n.component(t).lock_ref != expected || n.component(t).host_lock_ref != 0) {
           RC_FAIL("node " + std::to_string(n.id) + " still locked at quiescence (component " +
                   std::to_string(t) + ")");
         }

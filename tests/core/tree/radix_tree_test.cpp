@@ -227,5 +227,31 @@ TEST(RadixTreeSanity, DetectsCorruptedState) {
   a.last_node->full().host_value.reset();
 }
 
+// A tree of full attention only never makes a node's auxiliary storage: not on insert, split,
+// lock, eviction or a read of an auxiliary component's (empty) data.
+TEST_F(RadixTreeTest, AFullAttentionTreeMakesNoAuxiliaryStorage) {
+  tree_.insert(0, seq(0, 16), dev(0, 16));
+  tree_.insert(0, seq(0, 8), dev(100, 8));  // a prefix of the first node: splits it at 8
+  std::vector<Token> other = seq(0, 4);
+  const std::vector<Token> tail = seq(500, 8);
+  other.insert(other.end(), tail.begin(), tail.end());
+  tree_.insert(0, other, dev(200, 12));  // splits the first node at 4
+  const MatchResult m = tree_.match_prefix(0, seq(0, 16));
+  const LockRecord lock = tree_.lock(*m.last_device_node);
+  tree_.unlock(lock);
+  TreeNode* victim = tree_.next_device_victim();
+  ASSERT_NE(victim, nullptr);
+  (void)tree_.remove_device_leaf(*victim);
+  size_t nodes = 0;
+  tree_.for_each_node([&](const TreeNode& n) {
+    ++nodes;
+    EXPECT_EQ(n.aux, nullptr) << "node " << n.id;
+    EXPECT_FALSE(n.component(ComponentType::kSwa).value.has_value());
+    EXPECT_FALSE(n.aux_key(index_of(ComponentType::kMamba)).has_value());
+    EXPECT_EQ(n.aux, nullptr) << "a const read made storage, node " << n.id;
+  });
+  EXPECT_GE(nodes, 4u);
+}
+
 }  // namespace
 }  // namespace kvsim
