@@ -1,8 +1,8 @@
 // ChildIndex: a hash index from (namespace, first page) to a child, kept next to a node's
-// ordered children map once the node has many children (the root of a large tree has
-// hundreds of thousands). The ordered map stays the owner and the only thing iterated (so
-// every walk stays deterministic); the index only answers lookups, in O(1) expected time
-// instead of O(log fan-out) pointer chases through the map.
+// ChildList (core/tree/child_list.h) once the node has many children (the root of a large tree
+// has hundreds of thousands). The list stays the owner and the only thing iterated (so every
+// walk stays deterministic); the index only answers lookups, in O(1) expected time instead of
+// a scan of the whole list.
 //
 // Open addressing with linear probing over a power-of-two table, at most half full; erase
 // shifts the following run back (no tombstones). Every slot keeps its child's hash, so growth
@@ -27,7 +27,7 @@ struct TreeNode;
 
 class ChildIndex {
  public:
-  // Fan-out from which a node keeps an index (below it the ordered map is as fast).
+  // Fan-out from which a node keeps an index (below it a scan of the list is as fast).
   static constexpr size_t kMinChildren = 16;
 
   // Four independent multiply-xorshift lanes over 64-bit words (the CPU overlaps them; one

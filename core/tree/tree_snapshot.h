@@ -4,7 +4,7 @@
 // What a restored tree needs to behave exactly as the original from then on: every node's id,
 // parent, namespace, key, device and host values, lock counts, access clock fields (LRU and LFU
 // keys), storage hashes and backup flags, plus the tree's next node id and access clock. The
-// derived state (children maps and their hash indexes, device_children, leaf sets, evictable /
+// derived state (child lists and their hash indexes, device_children, leaf sets, evictable /
 // protected sizes) is rebuilt by restore(), which then runs sanity_check().
 //
 // Scope: the full-attention component. A tree with auxiliary components (SWA, Mamba) snapshots
