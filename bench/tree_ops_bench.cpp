@@ -21,6 +21,17 @@ using kvsim::Token;
 constexpr int32_t kPage = 4;
 constexpr int kLeavesPerGroup = 4;  // a group: one shared prefix node and its leaves
 
+// The benches' random stream (xorshift64): cheap next to what it chooses.
+struct XorShift {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  uint64_t operator()() {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  }
+};
+
 // Deterministic token pages: group prefixes and leaves never share a token.
 void page_of(uint64_t id, bool leaf, std::vector<Token>& out) {
   const auto base = static_cast<Token>((leaf ? (1u << 29) : 0u) + (id % (1u << 26)) * kPage);
@@ -54,13 +65,7 @@ void BM_TreeRequest(benchmark::State& state) {
       insert_leaf(static_cast<uint64_t>(g));
   }
   const size_t built = tree.node_count();
-  uint64_t rng = 0x9E3779B97F4A7C15ull;
-  auto next = [&] {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-  };
+  XorShift next;
   for (auto _ : state) {
     // A hit on a cached leaf (an existing leaf id of a random live group, if still cached).
     const uint64_t leaf = next() % next_leaf;
@@ -80,13 +85,7 @@ void BM_TreeRequest(benchmark::State& state) {
   state.counters["final_nodes"] = static_cast<double>(tree.node_count());
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_TreeRequest)
-    ->Arg(100)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Arg(100000)
-    ->Arg(1000000)
-    ->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_TreeRequest)->RangeMultiplier(10)->Range(100, 1000000)->Unit(benchmark::kNanosecond);
 
 // The memory floor of such a request, whatever the code around it: the loads a radix tree with
 // an LRU list cannot avoid, over records of one cache line each (a node four times smaller
@@ -109,13 +108,7 @@ void BM_TreeRequestMemoryFloor(benchmark::State& state) {
     uint64_t hash = 0;
     uint64_t record = 0;
   };
-  uint64_t rng = 0x9E3779B97F4A7C15ull;
-  auto next = [&] {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-  };
+  XorShift next;
   // Records 0..groups-1 are groups, the rest leaves; the LRU list is a random cycle of leaves.
   const uint64_t leaves = groups * kLeavesPerGroup;
   std::vector<Record> records(groups + leaves);
@@ -168,11 +161,8 @@ void BM_TreeRequestMemoryFloor(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_TreeRequestMemoryFloor)
-    ->Arg(100)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Arg(100000)
-    ->Arg(1000000)
+    ->RangeMultiplier(10)
+    ->Range(100, 1000000)
     ->Unit(benchmark::kNanosecond);
 
 }  // namespace

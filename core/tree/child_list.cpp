@@ -1,5 +1,7 @@
 #include "core/tree/child_list.h"
 
+#include <string>
+
 #include "core/tree/tree_node.h"
 
 namespace kvsim {

@@ -167,6 +167,10 @@ void RadixTree::check_aux(SanityReport& report) const {
                             aux_victims_[t].at(*key) == &n && (*key)[0] == n.last_access;
       if (member != is_filed) {
         report.add("tree.aux", name + (member ? " victim missing" : " victim extra"), n.id);
+      } else if (key && !is_filed) {
+        // A node's key says where it is filed: one kept after the node left the set says it
+        // is filed when it is not.
+        report.add("tree.aux", name + " evictable-set key kept after leaving the set", n.id);
       }
       filed[t] += member ? 1 : 0;
     }
