@@ -17,25 +17,27 @@ if [ "${CI:-}" = "true" ]; then werror=ON; fi
 cmake --preset "$preset" -DKVSIM_WERROR="$werror" >/dev/null
 cmake --build --preset "$preset" -j"$(nproc)"
 ctest --preset "$preset" -j"$(nproc)"
+echo "== build and ctest took ${SECONDS} s"
 
 if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   # ctest swept seeds 1-100 of every scenario; CI adds the next ${KVSIM_CI_SEEDS:-200}, two
   # scenarios at a time. A failing seed leaves its op trace in build/ci-sweep/.
   seeds="${KVSIM_CI_SEEDS:-200}"
-  echo "== simulator sweep: seeds 101-$((100 + seeds)) of every scenario"
+  echo "== [${SECONDS} s] simulator sweep: seeds 101-$((100 + seeds)) of every scenario"
   mkdir -p build/ci-sweep
   ls scenarios/*.json | grep -v mooncake_synthetic |
     xargs -P 2 -I{} build/default/tools/kvsim run {} --seed 101 --seeds "$seeds" \
       --no-progress --trace-dir build/ci-sweep
-  echo "== code probes: every probe reached by a bounded sweep (tools/probe_sweep.sh)"
+  echo "== [${SECONDS} s] code probes: every probe reached by a bounded sweep (tools/probe_sweep.sh)"
   tools/probe_sweep.sh build/default/tools/kvsim
-  echo "== fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"
+  echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"
   fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-20}"
-  echo "== mutation runner (tests/mutants/run_mutants.sh --budget ${KVSIM_MUTANT_BUDGET:-60})"
+  echo "== [${SECONDS} s] mutation runner (tests/mutants/run_mutants.sh --budget ${KVSIM_MUTANT_BUDGET:-60})"
   tests/mutants/run_mutants.sh --budget "${KVSIM_MUTANT_BUDGET:-60}"
   # A small blind mutation-score sample (docs/mutation-score.md), in the mutation runner's
   # build: fails if the tool breaks, not on the score of 6 mutants.
-  echo "== mutation score sample (tools/mutation_score.sh --sample 6 --budget 20)"
+  echo "== [${SECONDS} s] mutation score sample (tools/mutation_score.sh --sample 6 --budget 20)"
   KVSIM_MUTATION_WORK=build/mutants tools/mutation_score.sh --sample "${KVSIM_MUTATION_SAMPLE:-6}" \
     --seed "${KVSIM_MUTATION_SEED:-1}" --budget "${KVSIM_MUTATION_BUDGET:-20}"
+  echo "== CI campaigns done at ${SECONDS} s"
 fi
