@@ -62,13 +62,15 @@ ChildKey RadixTree::child_key(Namespace ns, std::span<const Token> tokens) const
 TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns,
                                 std::span<const Token> rest) const {
   const ChildKey key = child_key(ns, rest);
-  if (node.child_index) {
-    return node.child_index->find(ChildIndex::hash(ns, key.page), [&](const TreeNode* c) {
-      return c->ns == ns &&
-             std::memcmp(c->key.data(), key.page.data(), key.page.size() * sizeof(Token)) == 0;
-    });
-  }
+  if (node.child_index) return find_indexed(node, key, ChildIndex::hash(ns, key.page));
   return node.children.scan(ns, key.page);
+}
+
+TreeNode* RadixTree::find_indexed(const TreeNode& node, const ChildKey& key, uint64_t hash) const {
+  return node.child_index->find(hash, [&](const TreeNode* c) {
+    return c->ns == key.ns &&
+           std::memcmp(c->key.data(), key.page.data(), key.page.size() * sizeof(Token)) == 0;
+  });
 }
 
 TreeNode* RadixTree::find_child(const TreeNode& node, Namespace ns, std::span<const int64_t> rest) {
@@ -136,8 +138,12 @@ TreeNode* RadixTree::new_node(TreeNode* parent, Namespace ns, TokenRun key) {
                                                 return find_child(*parent, other, page);
                                               }),
               tree_ns_shared_tokens);
-  KV_ASSERT(find_child(*parent, ns, std::span<const Token>(raw->key)) == nullptr,
-            "child key already present");
+  // The lookup under an index uses the node's own first-page hash, which index_child then
+  // files it under (one hash of the page, cached on the node).
+  const ChildKey own = child_key(ns, raw->key);
+  const TreeNode* twin = parent->child_index ? find_indexed(*parent, own, first_page_hash(*raw))
+                                             : parent->children.scan(ns, own.page);
+  KV_ASSERT(twin == nullptr, "child key already present");
   parent->children.add(std::move(node));
   index_child(*parent, raw);
   nodes_.set(raw->id, raw);

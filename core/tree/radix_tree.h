@@ -211,6 +211,8 @@ class RadixTree {
   void unindex_child(TreeNode& node, TreeNode* child);
   // node's ChildIndex hash, computed once and kept on the node.
   uint64_t first_page_hash(TreeNode& node) const;
+  // The child of an indexed `node` stored under `hash` whose namespace and first page are key's.
+  TreeNode* find_indexed(const TreeNode& node, const ChildKey& key, uint64_t hash) const;
   // Page-aligned length of the common prefix of a node's key and `tokens` (Token or int64_t).
   template <typename T>
   size_t common_prefix(std::span<const Token> key, std::span<const T> tokens) const;
