@@ -4,13 +4,10 @@
 #include <bit>
 #include <cstring>
 
-// x86-64 with GCC: an AVX-512 clone of the per-item loops next to the baseline one, picked at
-// load time (eight 64-bit multiplies per item vectorise with AVX-512DQ). Same results.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KVSIM_ITEM_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define KVSIM_ITEM_CLONES
-#endif
+#include "core/common/simd_clones.h"
+
+// The per-item loops are built as KVSIM_SIMD_CLONES: eight 64-bit multiplies per item
+// vectorise with AVX-512DQ. Same results in every clone.
 
 namespace kvsim::sim {
 namespace {
@@ -110,7 +107,7 @@ inline void store_word(std::byte* p, uint64_t w) {
 
 }  // namespace
 
-KVSIM_ITEM_CLONES void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t count,
+KVSIM_SIMD_CLONES void fill_items(std::span<const uint64_t> prefix_hash, size_t first, size_t count,
                                   int32_t layer, ContentKind kind, size_t item_bytes,
                                   std::byte* out) {
   if (item_bytes == 8) {
@@ -126,7 +123,7 @@ KVSIM_ITEM_CLONES void fill_items(std::span<const uint64_t> prefix_hash, size_t 
   }
 }
 
-KVSIM_ITEM_CLONES size_t first_wrong_item(std::span<const uint64_t> prefix_hash,
+KVSIM_SIMD_CLONES size_t first_wrong_item(std::span<const uint64_t> prefix_hash,
                                           std::span<const size_t> positions, int32_t layer,
                                           ContentKind kind, size_t item_bytes, const std::byte* got,
                                           std::vector<std::byte>& scratch) {
