@@ -11,9 +11,10 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
   time  # /usr/bin/time: peak memory in bench/scale_bench.sh
   python3 python3-pytest jq
-  # The Python module and its tests (python/); python3-torch is optional: the torch-path tests
-  # skip without it (docs/sglang.md).
-  pybind11-dev python3-dev python3-numpy python3-hypothesis
+  # The Python module and its tests (python/). python3-torch runs SGLang's own cache code under
+  # the fake device (docs/sglang-hunt.md) and the binding's torch paths; tests that need it skip
+  # cleanly only on a machine without it.
+  pybind11-dev python3-dev python3-numpy python3-hypothesis python3-torch
   pkg-config graphviz chromium
   python3-jsonschema  # validates the scenarios against `kvsim schema` (tests/cli/scenario_reference.py)
 )
