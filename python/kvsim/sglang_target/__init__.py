@@ -9,7 +9,14 @@ need. See docs/sglang-hunt.md.
 
 from kvsim.sglang_target.dummy import StandinUnavailable, is_dummy
 from kvsim.sglang_target.eras import ERAS, Era, UnknownEra, detect_era
-from kvsim.sglang_target.loader import LoadContext, SglangLoadError, SglangModules, load_sglang, unload
+from kvsim.sglang_target.loader import (
+    LoadContext,
+    SglangLoadError,
+    SglangModules,
+    active,
+    load_sglang,
+    unload,
+)
 from kvsim.sglang_target.source import (
     SglangSource,
     SglangSourceError,
@@ -21,6 +28,6 @@ from kvsim.sglang_target.source import (
 
 __all__ = [
     "ERAS", "Era", "LoadContext", "SglangLoadError", "SglangModules", "SglangSource",
-    "SglangSourceError", "StandinUnavailable", "UnknownEra", "bundle_tags", "default_bundle_path",
+    "SglangSourceError", "StandinUnavailable", "UnknownEra", "active", "bundle_tags", "default_bundle_path",
     "default_cache_dir", "detect_era", "is_dummy", "load_sglang", "resolve_source", "unload",
 ]

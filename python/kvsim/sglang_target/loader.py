@@ -120,9 +120,16 @@ def _importer_is_sglang() -> bool:
         if not (filename.startswith("<frozen importlib") or "importlib" + os.sep in filename
                 or filename == __file__):
             name = frame.f_globals.get("__name__", "") or ""
-            return name.startswith("sglang") or name.startswith("kvsim.sglang_target") or name.split(".")[0] in _standins.DUMMY_TOPLEVEL
+            top = name.split(".")[0]
+            return (top == "sglang" or name.startswith("kvsim.sglang_target")
+                    or top in _standins.DUMMY_TOPLEVEL or top in _standins.SOFT_TOPLEVEL)
         frame = frame.f_back
     return False
+
+
+def _installed(top: str) -> bool:
+    """Whether a real top-level package `top` is importable (found on sys.path, not imported)."""
+    return importlib.machinery.PathFinder.find_spec(top) is not None
 
 
 class _StandinLoader(importlib.abc.Loader):
@@ -175,6 +182,7 @@ class _Load:
         self.pkg_root = ctx.source.python_dir
         self.created: list = []  # sys.modules names this load made, in order
         self.forced_dummy: set = set()
+        self.mods: Optional["SglangModules"] = None
         self.finder = _Finder(self)
 
     # --- what each name is -------------------------------------------------------------------
@@ -196,10 +204,14 @@ class _Load:
 
     def spec_for(self, fullname):
         top = fullname.split(".")[0]
-        if top != "sglang" and top not in _standins.DUMMY_TOPLEVEL:
-            return None
-        if top != "sglang" and not _importer_is_sglang():
-            return None
+        if top != "sglang":
+            if top in _standins.SOFT_TOPLEVEL:
+                if _installed(top):
+                    return None
+            elif top not in _standins.DUMMY_TOPLEVEL:
+                return None
+            if not _importer_is_sglang():
+                return None
         if fullname in self.forced_dummy:
             return self._spec(fullname, _DummyLoader(), package=True)
         standin = _standins.STANDINS.get(fullname)
@@ -236,6 +248,10 @@ class _Load:
     @staticmethod
     def _owned(name):
         top = name.split(".")[0]
+        if top in _standins.SOFT_TOPLEVEL:
+            module = sys.modules.get(name)
+            return module is not None and getattr(module, "__loader__", None).__class__ in (
+                _StandinLoader, _DummyLoader)
         return top == "sglang" or top in _standins.DUMMY_TOPLEVEL
 
     def import_module(self, name):
@@ -358,6 +374,12 @@ def load_sglang(source, device=None, *, kernels=None, env_defaults=None, bundle=
         mods = SglangModules(load, optional_errors, patches)
         if device is not None:
             _swap_clock(mods.modules.values(), device)
+        # SGLang's modules hold their triton / sgl_kernel / msgspec stand-ins by reference; out of
+        # sys.modules they cannot mislead torch or anything else that probes for those packages.
+        for name in load.owned_names():
+            if not name.startswith("sglang"):
+                sys.modules.pop(name, None)
+        load.mods = mods
         return mods
     except BaseException:
         unload()
@@ -385,4 +407,5 @@ def unload():
 
 
 def active() -> Optional[SglangModules]:
-    return None if _active is None else _active
+    """The SglangModules of the load in effect, or None."""
+    return None if _active is None else getattr(_active, "mods", None)

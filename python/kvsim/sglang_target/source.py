@@ -133,7 +133,8 @@ def _from_dir(path: str) -> SglangSource:
             f"not an SGLang source tree: {path} (expected python/{_MARKER.replace(os.sep, '/')}, "
             f"or {_MARKER.replace(os.sep, '/')} under it, or a `sglang` package folder)")
     root = os.path.abspath(path)
-    commit = _commit_from_stamp(root) or _git_commit_of(python_dir)
+    commit = (_commit_from_stamp(root) or _commit_from_stamp(os.path.dirname(python_dir))
+              or _git_commit_of(python_dir))
     return SglangSource(root=root, python_dir=python_dir, commit=commit, tag=None, kind="checkout")
 
 

@@ -29,5 +29,11 @@ STANDINS = {
 
 # Third-party packages SGLang imports that a CPU-only kvsim never has (or must not use): any
 # module under them that is not a stand-in above is an inert dummy.
-DUMMY_TOPLEVEL = ("triton", "sgl_kernel", "sgl_kernel_npu", "msgspec", "zmq", "torch_npu",
-                  "flashinfer", "deep_gemm", "aiter", "mooncake", "nixl", "vllm")
+DUMMY_TOPLEVEL = ("triton", "sgl_kernel", "sgl_kernel_npu", "torch_npu", "flashinfer", "deep_gemm",
+                  "aiter", "mooncake", "nixl", "vllm")
+
+# Pure-Python libraries SGLang imports: the real one when it is installed, else the stand-in
+# above or an inert dummy.
+SOFT_TOPLEVEL = ("msgspec", "zmq", "pydantic", "orjson", "pybase64", "transformers", "einops",
+                 "tqdm", "setproctitle", "huggingface_hub", "prometheus_client", "uvloop", "aiohttp",
+                 "fastapi")
