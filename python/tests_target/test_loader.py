@@ -214,3 +214,39 @@ def test_triton_standin_is_not_left_for_other_importers():
     else:
         assert not getattr(sys.modules["triton"], "__file__", "").startswith(
             os.path.dirname(target.__file__))
+
+
+def test_a_tree_of_no_known_era_is_a_clear_error(tmp_path):
+    mem_cache = tmp_path / "python" / "sglang" / "srt" / "mem_cache"
+    mem_cache.mkdir(parents=True)
+    (mem_cache / "radix_cache.py").write_text("")
+    with pytest.raises(target.SglangLoadError, match=r"matches 0 known eras.*2026-04.*2026-08"):
+        target.load_sglang(str(tmp_path))
+
+
+def test_alloc_mmap_gives_zeroed_host_tensors():
+    mods = target.load_sglang(sglang_checkout("sglang-6ed5780c4f"))
+    alloc_mmap = mods[f"{MC}.pool_host.common"].alloc_mmap
+    buf = alloc_mmap((2, 3), torch.float16)
+    assert buf.shape == (2, 3) and buf.dtype == torch.float16 and buf.device.type == "cpu"
+    assert int(buf.count_nonzero()) == 0
+
+
+def test_utils_num_new_pages_counts_pages_beyond_the_prefix():
+    mods = target.load_sglang(sglang_checkout(TAG))
+    pages = mods["sglang.srt.utils"].get_num_new_pages
+    seq = torch.tensor([5, 8])
+    assert pages(seq_lens=seq, page_size=4, prefix_lens=torch.tensor([4, 0])) == 1 + 2
+    assert pages(seq_lens=torch.tensor([5, 9, 4]), page_size=4, decode=True) == 1 + 1 + 0
+
+
+def test_with_kvsims_fake_device_when_it_is_there():
+    fakecuda = pytest.importorskip("kvsim.fakecuda")
+    device = fakecuda.FakeDevice()
+    mods = target.load_sglang(sglang_checkout(TAG), device=device)
+    assert mods["sglang.srt.managers.cache_controller"].device_module is device.module
+    radix = mods[f"{MC}.radix_cache"]
+    assert radix.time is device.clock.time_module
+    before = device.clock.now()
+    node = radix.TreeNode()
+    assert before <= node.last_access_time <= device.clock.now()

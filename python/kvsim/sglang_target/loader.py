@@ -26,7 +26,7 @@ from typing import Dict, Optional
 
 from kvsim.sglang_target import standins as _standins
 from kvsim.sglang_target.dummy import DummyModule
-from kvsim.sglang_target.eras import Era, detect_era
+from kvsim.sglang_target.eras import Era, UnknownEra, detect_era
 from kvsim.sglang_target.source import SglangSource, resolve_source
 
 # Real code is loaded for these modules (and everything under the prefixes ending in ".").
@@ -337,7 +337,10 @@ def load_sglang(source, device=None, *, kernels=None, env_defaults=None, bundle=
     from kvsim.sglang_target.torch_compat import ensure_torch_features  # noqa: PLC0415
 
     src = resolve_source(source, bundle=bundle, cache_dir=cache_dir)
-    era = detect_era(src.package_dir)
+    try:
+        era = detect_era(src.package_dir)
+    except UnknownEra as exc:
+        raise SglangLoadError(f"{src.describe()}: {exc}") from exc
     with _active_lock:
         if _active is not None:
             raise SglangLoadError(f"an SGLang tree is already loaded ({_active.ctx.source.describe()}); "
