@@ -5,16 +5,10 @@ not from SGLang. See FakeDevice for the API; ``kernels`` holds fake sgl_kernel t
 This package needs torch only (not kvsim's C++ module).
 """
 
+from . import clock, kernels
 from .clock import LogicalClock
 from .device import FakeDevice
 from .tensor import DeviceTensor
 from .violation import Violation
 
 __all__ = ["FakeDevice", "LogicalClock", "Violation", "DeviceTensor", "kernels"]
-
-
-def __getattr__(name):
-    if name == "kernels":
-        from . import kernels
-        return kernels
-    raise AttributeError(name)

@@ -87,12 +87,18 @@ class Installer:
             root = self if base is None else base
             return bool(root.__dict__.get("_fc_pinned", False))
 
+        def record_stream(self, stream):
+            if type(self) is not DeviceTensor:
+                raise RuntimeError("record_stream: expected a CUDA tensor, got a host (cpu) tensor")
+            dev.record_stream(self, stream)
+
         def data_ptr(self):
             dev.register_memory(self)
             return orig_data_ptr(self)
 
         for name, fn in (("to", to), ("cuda", cuda), ("pin_memory", pin_memory),
-                         ("is_pinned", is_pinned), ("data_ptr", data_ptr)):
+                         ("is_pinned", is_pinned), ("data_ptr", data_ptr),
+                         ("record_stream", record_stream)):
             self._set(torch.Tensor, name, fn)
 
     def _add_torch2_gaps(self):
