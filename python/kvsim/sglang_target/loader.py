@@ -250,12 +250,15 @@ class _Load:
 
     @staticmethod
     def _owned(name):
+        """sglang.* modules, and third-party modules only where kvsim made them (a real triton
+        that torch imported stays)."""
+        if name == "sglang" or name.startswith("sglang."):
+            return True
         top = name.split(".")[0]
-        if top in _standins.SOFT_TOPLEVEL:
-            module = sys.modules.get(name)
-            return module is not None and getattr(module, "__loader__", None).__class__ in (
-                _StandinLoader, _DummyLoader)
-        return top == "sglang" or top in _standins.DUMMY_TOPLEVEL
+        if top not in _standins.SOFT_TOPLEVEL and top not in _standins.DUMMY_TOPLEVEL:
+            return False
+        loader = getattr(sys.modules.get(name), "__loader__", None)
+        return isinstance(loader, (_StandinLoader, _DummyLoader))
 
     def import_module(self, name):
         import importlib  # noqa: PLC0415
