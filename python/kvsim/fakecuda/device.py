@@ -246,12 +246,14 @@ class FakeDevice:
             st = t.storage()
             start = st.data_ptr()
             end = start + st.nbytes()
+        base = _TB._base.__get__(t)
+        root = t if base is None else base  # views die young; their base holds the storage
         i = bisect.bisect_left(self._memory, (start,))
         while i < len(self._memory) and self._memory[i][0] == start:
             if self._memory[i][2]() is not None and self._memory[i][1] == end:
                 return
             del self._memory[i]
-        self._memory.insert(i, (start, end, weakref.ref(t)))
+        self._memory.insert(i, (start, end, weakref.ref(root)))
 
     def resolve(self, address, nbytes=1):
         """(plain uint8 tensor over the storage that holds [address, address+nbytes), offset) or None."""

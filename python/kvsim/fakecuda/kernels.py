@@ -132,13 +132,13 @@ def _enqueue_items(dev, kernel, src_indices, dst_indices, pairs, layers, nbytes,
 
     ``pairs``: list of (src_spec, dst_spec); a spec is ("tensor", position in buffers_read /
     buffers_written) or ("table", position in src_tables / dst_tables)."""
-    n_sr, n_tr = len(buffers_read), len(src_tables)
+    n_sr, n_tr, n_bw = len(buffers_read), len(src_tables), len(buffers_written)
 
     def run(si, di, *rest):
         reads = rest[: n_sr]
         stabs = rest[n_sr: n_sr + n_tr]
-        writes = rest[n_sr + n_tr: n_sr + n_tr + len(buffers_written)]
-        dtabs = rest[n_sr + n_tr + len(buffers_written):]
+        writes = rest[n_sr + n_tr: n_sr + n_tr + n_bw]
+        dtabs = rest[n_sr + n_tr + n_bw:]
         s_idx, d_idx = _idx(si), _idx(di)
         s_tab = [_resolve_table(dev, kernel, t, len(layers) + layers[0]) for t in stabs]
         d_tab = [_resolve_table(dev, kernel, t, len(layers) + layers[0]) for t in dtabs]
