@@ -250,3 +250,11 @@ def test_with_kvsims_fake_device_when_it_is_there():
     before = device.clock.now()
     node = radix.TreeNode()
     assert before <= node.last_access_time <= device.clock.now()
+
+
+def test_unload_keeps_third_party_modules_kvsim_did_not_make(monkeypatch):
+    foreign = types.ModuleType("zmq")
+    monkeypatch.setitem(sys.modules, "zmq", foreign)
+    target.load_sglang(sglang_checkout(TAG))
+    target.unload()
+    assert sys.modules["zmq"] is foreign
