@@ -5,7 +5,7 @@
 //   ./build/default/bench/kvsim_sim_bench
 #include <benchmark/benchmark.h>
 
-#include "sim/runner.h"
+#include "sim/campaign/runner.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/common/assert.h"
-#include "sim/content_oracle.h"
+#include "sim/model/content_oracle.h"
 
 namespace kvsim::conformance {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
-#include "sim/content_oracle.h"
+#include "sim/model/content_oracle.h"
 
 namespace kvsim::conformance {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "sim/content_oracle.h"
+#include "sim/model/content_oracle.h"
 
 namespace kvsim::conformance {
 namespace {

@@ -27,11 +27,11 @@
 
 #include "core/common/assert.h"
 #include "fuzz/fuzz_support.h"
-#include "sim/executor.h"
-#include "sim/json_reader.h"
-#include "sim/op.h"
-#include "sim/scenario.h"
-#include "sim/storage_faults.h"
+#include "sim/model/executor.h"
+#include "sim/base/json_reader.h"
+#include "sim/model/op.h"
+#include "sim/config/scenario.h"
+#include "sim/model/storage_faults.h"
 
 namespace kvsim::fuzz {
 namespace {
@@ -175,7 +175,7 @@ Op compute(FuzzedDataProvider& in, const Executor& ex) {
 }
 
 // One unit of storage work with one of the storage tier's operating faults armed for it
-// (sim/storage_faults.h): a read fault may meet a later page of the batch.
+// (sim/model/storage_faults.h): a read fault may meet a later page of the batch.
 Op storage_with_fault(FuzzedDataProvider& in, const Executor&) {
   Op op{.kind = OpKind::kStorage, .target = in.ConsumeIntegralInRange<uint32_t>(0, 2)};
   const auto fault = in.ConsumeIntegralInRange<int64_t>(1, sim::kStorageFaults - 1);

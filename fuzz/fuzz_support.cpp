@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/shrink.h"
+#include "sim/campaign/shrink.h"
 
 namespace kvsim::fuzz {
 namespace {

@@ -17,7 +17,7 @@
 #include <exception>
 #include <string>
 
-#include "sim/trace.h"
+#include "sim/trace/trace.h"
 
 namespace kvsim::fuzz {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/mooncake.h"
+#include "sim/base/json_reader.h"
+#include "sim/workload/mooncake.h"
 
 namespace {
 

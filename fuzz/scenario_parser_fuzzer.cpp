@@ -9,8 +9,8 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/scenario.h"
+#include "sim/base/json_reader.h"
+#include "sim/config/scenario.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvsim;

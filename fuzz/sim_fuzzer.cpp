@@ -20,10 +20,10 @@
 
 #include "core/common/assert.h"
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/runner.h"
-#include "sim/scenario.h"
-#include "sim/workload.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/runner.h"
+#include "sim/config/scenario.h"
+#include "sim/workload/workload.h"
 
 namespace kvsim::fuzz {
 namespace {

@@ -16,12 +16,12 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/op.h"
-#include "sim/resources.h"
-#include "sim/runner.h"
-#include "sim/shrink.h"
-#include "sim/trace.h"
+#include "sim/base/json_reader.h"
+#include "sim/model/op.h"
+#include "sim/campaign/resources.h"
+#include "sim/campaign/runner.h"
+#include "sim/campaign/shrink.h"
+#include "sim/trace/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvsim;

@@ -53,7 +53,7 @@ struct CpuBackendOptions {
   size_t host_bytes_max = 0;    // 0 = unlimited
 };
 
-// Watches a CpuBackend (the simulator's timeline export, sim/timeline.h): ops as they are
+// Watches a CpuBackend (the simulator's timeline export, sim/report/timeline.h): ops as they are
 // enqueued and as they run, and events as they are recorded. Off (null) by default; the
 // backend then pays one pointer test per call.
 class CpuBackendObserver {

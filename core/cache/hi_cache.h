@@ -204,7 +204,7 @@ class HiCache {
 
   // --- Storage tier ---
   bool storage_enabled() const { return storage_ != nullptr; }
-  // In-flight transfers keyed by node (read only; tools draw them: sim/tree_picture.h).
+  // In-flight transfers keyed by node (read only; tools draw them: sim/report/tree_picture.h).
   bool write_pending(NodeId node) const { return pending_writes_.count(node) != 0; }
   bool load_pending(NodeId node) const { return pending_loads_.count(node) != 0; }
   // Starts a prefetch of the part of `tokens` below `anchor` (normally last_host_node).

@@ -44,7 +44,7 @@
 #include "core/tree/radix_tree.h"
 #include "python/src/recorder.h"
 #include "python/src/recording_window.h"
-#include "sim/call_trace.h"
+#include "sim/trace/call_trace.h"
 
 namespace py = pybind11;
 

@@ -1,4 +1,4 @@
-// CallRecorder: writes a tree's calls as a kvsim call trace (sim/call_trace.h), for
+// CallRecorder: writes a tree's calls as a kvsim call trace (sim/trace/call_trace.h), for
 // `kvsim replay` / `kvsim shrink`. Lines are formatted by hand (std::to_chars), not through a
 // JSON library; keys and slots go to a binary sidecar (<trace>.bin) that the lines name by
 // [byte offset, count].
@@ -55,9 +55,9 @@
 #include "core/pools/index_vector.h"
 #include "core/tree/token_run.h"
 #include "core/tree/wide_ids.h"
-#include "sim/call_page_hash.h"
-#include "sim/call_trace.h"
-#include "sim/hex64.h"
+#include "sim/trace/call_page_hash.h"
+#include "sim/trace/call_trace.h"
+#include "sim/base/hex64.h"
 
 namespace kvsim::python {
 

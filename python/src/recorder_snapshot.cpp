@@ -1,5 +1,5 @@
 // CallRecorder::write_snapshot: the snapshot record that starts a segment of a windowed
-// recording (format: sim/call_trace_snapshot.h), formatted by hand into the recorder's buffers
+// recording (format: sim/trace/call_trace_snapshot.h), formatted by hand into the recorder's buffers
 // like the calls are: keys as tokens or page hashes and slots as runs in the sidecar, named by
 // [byte offset, count]. O(tree) once per segment, on the calling thread; the writer thread
 // writes the buffers as they fill.

@@ -1,4 +1,4 @@
-# Call traces recorded by the Python module (sim/call_trace.h; docs/sglang.md "Record the
+# Call traces recorded by the Python module (sim/trace/call_trace.h; docs/sglang.md "Record the
 # calls, replay a crash"): replay, shrink and bad input, without needing Python.
 # tests/data/calls/crash.calls.jsonl (+ its .bin sidecar) was recorded by the module: 46 calls
 # ending in an unlock of a lock whose node was evicted; crash.min.calls.jsonl is its shrink.

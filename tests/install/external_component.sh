@@ -11,7 +11,7 @@ prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 for f in bin/kvsim lib/cmake/kvsim/kvsimConfig.cmake lib/cmake/kvsim/kvsimTargets.cmake \
          lib/pkgconfig/kvsim.pc lib/libkvsim_sim.a lib/libkvsim_conformance.a \
-         include/kvsim/core/cache/hi_cache.h include/kvsim/sim/executor.h \
+         include/kvsim/core/cache/hi_cache.h include/kvsim/sim/model/executor.h \
          include/kvsim/conformance/conformance.h share/kvsim/kvsim_import_sglang.py; do
   [ -e "$prefix/$f" ] || { echo "external_component: $f was not installed"; exit 1; }
 done
@@ -21,8 +21,8 @@ grep -q "seed 3: ok" "$work/run.log" || { echo "external_component: installed kv
 # pkg-config: a program against the core and the simulator, compiled from the flags alone.
 if command -v pkg-config >/dev/null; then
   cat >"$work/pc.cpp" <<'CPP'
-#include "sim/runner.h"
-#include "sim/scenario.h"
+#include "sim/campaign/runner.h"
+#include "sim/config/scenario.h"
 int main() {
   const kvsim::sim::Scenario s = kvsim::sim::default_scenario();
   kvsim::sim::RunRequest r{.scenario = &s, .seed = 1};

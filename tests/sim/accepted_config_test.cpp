@@ -7,9 +7,9 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "sim/json_reader.h"
-#include "sim/resources.h"
-#include "sim/runner.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/resources.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

@@ -1,7 +1,7 @@
-// The recorder's page hashes (sim/call_page_hash.h): the vectorised clones the machine picks
+// The recorder's page hashes (sim/trace/call_page_hash.h): the vectorised clones the machine picks
 // compute the definition, int64 ids hash as the 32-bit tokens they hold, and ids that do not
 // fit are reported.
-#include "sim/call_page_hash.h"
+#include "sim/trace/call_page_hash.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Call-trace replay (sim/call_trace_replay.h): a recorded core assertion is the same failure
+// Call-trace replay (sim/trace/call_trace_replay.h): a recorded core assertion is the same failure
 // when the recording was made in another checkout or build layout, and not when it is another
 // assertion.
-#include "sim/call_trace_replay.h"
+#include "sim/trace/call_trace_replay.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Call traces that start with a tree snapshot (a segment of a windowed recording,
-// sim/call_trace_snapshot.h): replay restores the snapshot (same node ids and eviction order
+// sim/trace/call_trace_snapshot.h): replay restores the snapshot (same node ids and eviction order
 // afterwards), the two call forms that name what predates the segment apply, shrink keeps the
 // snapshot whole, and a bad snapshot is an InputError naming the file, line and field.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "sim/call_trace_replay.h"
-#include "sim/json_reader.h"
+#include "sim/trace/call_trace_replay.h"
+#include "sim/base/json_reader.h"
 
 namespace kvsim::sim {
 namespace {

@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "sim/content_oracle.h"
-#include "sim/executor.h"
-#include "sim/json_reader.h"
-#include "sim/resources.h"
-#include "sim/runner.h"
+#include "sim/model/content_oracle.h"
+#include "sim/model/executor.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/resources.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

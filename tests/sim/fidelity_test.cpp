@@ -5,9 +5,9 @@
 
 #include <numeric>
 
-#include "sim/fidelity.h"
-#include "sim/json_reader.h"
-#include "sim/runner.h"
+#include "sim/report/fidelity.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

@@ -1,4 +1,4 @@
-// An evict's freed slots (sim/call_trace.h EvictedLeaves): copy_slots_to and slots() give every
+// An evict's freed slots (sim/trace/call_trace.h EvictedLeaves): copy_slots_to and slots() give every
 // victim's slots in order, and hash_freed_slots, which folds version 3's runs victim by victim
 // without building that list, equals hash_slots of it, runs continuing across victims included.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "sim/call_trace.h"
+#include "sim/trace/call_trace.h"
 #include "tests/support/tree_fixture.h"
 
 namespace kvsim::sim {

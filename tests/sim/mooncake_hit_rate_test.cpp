@@ -1,15 +1,15 @@
 // The simulator's hit rate on the Mooncake synthetic trace (scenarios/mooncake_synthetic.json:
 // the real core as a single-tier radix cache with a 10^7-token device pool, one request at a
-// time) against the plain block-LRU reference of the same capacity (sim/block_lru.h; 0.577,
+// time) against the plain block-LRU reference of the same capacity (sim/workload/block_lru.h; 0.577,
 // the figure traces/public and docs/mooncake.md cite). The core evicts whole leaves of a radix
 // tree, not single blocks, so it is not expected to match to the digit: docs/mooncake.md
 // measures 0.585. The tolerance, 0.02, is twice that difference; an eviction-policy change that
 // costs two points of hit rate (let alone halves it) fails here.
 #include <gtest/gtest.h>
 
-#include "sim/block_lru.h"
-#include "sim/mooncake.h"
-#include "sim/runner.h"
+#include "sim/workload/block_lru.h"
+#include "sim/workload/mooncake.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "sim/block_lru.h"
-#include "sim/json_reader.h"
-#include "sim/mooncake.h"
+#include "sim/workload/block_lru.h"
+#include "sim/base/json_reader.h"
+#include "sim/workload/mooncake.h"
 
 namespace kvsim::sim {
 namespace {

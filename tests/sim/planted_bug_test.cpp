@@ -9,8 +9,8 @@
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
-#include "sim/runner.h"
-#include "sim/shrink.h"
+#include "sim/campaign/runner.h"
+#include "sim/campaign/shrink.h"
 #include "tests/support/planted_component.h"
 
 namespace kvsim::sim {

@@ -1,4 +1,4 @@
-// The scenario field table (sim/scenario_fields.h) is what the parser reads: every row's range
+// The scenario field table (sim/config/scenario_fields.h) is what the parser reads: every row's range
 // and default are the ones the parser applies, every field the parser accepts has a row, and
 // the generated schema and reference show each row.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <climits>
 #include <set>
 
-#include "sim/json_reader.h"
-#include "sim/scenario_fields.h"
+#include "sim/base/json_reader.h"
+#include "sim/config/scenario_fields.h"
 
 namespace kvsim::sim {
 namespace {

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/json_reader.h"
-#include "sim/runner.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

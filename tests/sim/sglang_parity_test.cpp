@@ -1,6 +1,6 @@
 // Parity with SGLang's RadixCache, per request: every configuration of the oracle in
 // tests/data/sglang-oracle (SGLang's own figures, see its NOTE.md) is replayed on kvsim's core
-// with the same op stream (sim/sglang_replay.h), and every column of every request must be
+// with the same op stream (sim/trace/sglang_replay.h), and every column of every request must be
 // equal: hit tokens, new tokens, evict requested/evicted, tokens cached.
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/common/assert.h"
-#include "sim/json_reader.h"
-#include "sim/sglang_replay.h"
+#include "sim/base/json_reader.h"
+#include "sim/trace/sglang_replay.h"
 
 namespace kvsim::sim {
 namespace {

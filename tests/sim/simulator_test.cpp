@@ -1,7 +1,7 @@
 // The simulator: determinism, replay, and clean runs of the default scenario on the fixed core.
 #include <gtest/gtest.h>
 
-#include "sim/runner.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

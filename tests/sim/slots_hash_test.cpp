@@ -1,10 +1,10 @@
-// The evict outcome's slot hash (sim/call_trace.h hash_slots): version 3 folds maximal runs of
+// The evict outcome's slot hash (sim/trace/call_trace.h hash_slots): version 3 folds maximal runs of
 // consecutive slots; its block fast path must give the same runs as a slot-by-slot walk.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "sim/call_trace.h"
+#include "sim/trace/call_trace.h"
 #include "tests/support/tree_fixture.h"
 
 namespace kvsim::sim {

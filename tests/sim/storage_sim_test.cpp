@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/tiers/file_storage.h"
-#include "sim/json_reader.h"
-#include "sim/runner.h"
-#include "sim/storage_tier.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/runner.h"
+#include "sim/model/storage_tier.h"
 
 namespace kvsim::sim {
 namespace {

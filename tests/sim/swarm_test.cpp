@@ -12,14 +12,14 @@
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
-#include "sim/content_oracle.h"
-#include "sim/hunt.h"
-#include "sim/json_reader.h"
-#include "sim/option_contract.h"
-#include "sim/runner.h"
-#include "sim/swarm.h"
-#include "sim/trace.h"
-#include "sim/workload.h"
+#include "sim/model/content_oracle.h"
+#include "sim/campaign/hunt.h"
+#include "sim/base/json_reader.h"
+#include "sim/model/option_contract.h"
+#include "sim/campaign/runner.h"
+#include "sim/campaign/swarm.h"
+#include "sim/trace/trace.h"
+#include "sim/workload/workload.h"
 
 namespace kvsim::sim {
 namespace {

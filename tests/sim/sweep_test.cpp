@@ -1,7 +1,7 @@
-// Sweeps (sim/sweep.h): shards partition a sweep exactly, results arrive in seed order whatever
+// Sweeps (sim/campaign/sweep.h): shards partition a sweep exactly, results arrive in seed order whatever
 // the number of workers, a stop is honoured at the same seed for every K, and a simulated run
 // gives the same result on a worker thread as on the main thread.
-#include "sim/sweep.h"
+#include "sim/campaign/sweep.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "sim/json_reader.h"
-#include "sim/runner.h"
+#include "sim/base/json_reader.h"
+#include "sim/campaign/runner.h"
 
 namespace kvsim::sim {
 namespace {

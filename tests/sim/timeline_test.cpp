@@ -1,4 +1,4 @@
-// The timeline export (sim/timeline.h) writes a well-formed Chrome Trace Event file: valid
+// The timeline export (sim/report/timeline.h) writes a well-formed Chrome Trace Event file: valid
 // JSON, the keys each event type needs, every B closed by its E on the same track in order,
 // every async span closed, every flow start paired with one flow end on another track — on a
 // seed-bug trace replay, on a run with faults, and on a failing run (the violation marked).
@@ -13,8 +13,8 @@
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
-#include "sim/runner.h"
-#include "sim/timeline.h"
+#include "sim/campaign/runner.h"
+#include "sim/report/timeline.h"
 #include "tests/support/planted_component.h"
 
 namespace kvsim::sim {

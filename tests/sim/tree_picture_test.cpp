@@ -1,4 +1,4 @@
-// Tree pictures (sim/tree_picture.h): the DOT written for the radix tree at an op has one node
+// Tree pictures (sim/report/tree_picture.h): the DOT written for the radix tree at an op has one node
 // statement per tree node and one edge per parent link, the residency and lock fields, and the
 // highlighted node drawn red; a failing run's capture draws the tree at its failure.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
-#include "sim/runner.h"
-#include "sim/tree_picture.h"
+#include "sim/campaign/runner.h"
+#include "sim/report/tree_picture.h"
 #include "tests/support/planted_component.h"
 
 namespace kvsim::sim {

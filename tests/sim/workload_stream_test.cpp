@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/json_reader.h"
-#include "sim/mooncake.h"
-#include "sim/trace.h"
-#include "sim/workload.h"
+#include "sim/base/json_reader.h"
+#include "sim/workload/mooncake.h"
+#include "sim/trace/trace.h"
+#include "sim/workload/workload.h"
 
 namespace kvsim::sim {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "sim/content_oracle.h"
+#include "sim/model/content_oracle.h"
 
 namespace kvsim::testing {
 

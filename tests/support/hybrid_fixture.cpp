@@ -1,6 +1,6 @@
 #include "tests/support/hybrid_fixture.h"
 
-#include "sim/content_oracle.h"
+#include "sim/model/content_oracle.h"
 
 namespace kvsim::testing {
 

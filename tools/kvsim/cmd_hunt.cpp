@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <set>
 
-#include "sim/hunt.h"
-#include "sim/json_reader.h"
+#include "sim/campaign/hunt.h"
+#include "sim/base/json_reader.h"
 #include "tools/kvsim/html_report.h"
 #include "tools/kvsim/hunt_report.h"
 #include "tools/kvsim/probe_report.h"

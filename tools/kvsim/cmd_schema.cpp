@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "sim/scenario_fields.h"
+#include "sim/config/scenario_fields.h"
 
 namespace kvsim::tools {
 

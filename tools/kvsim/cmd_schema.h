@@ -1,5 +1,5 @@
 // `kvsim schema`: the scenario format's JSON Schema, or (--markdown) docs/scenario-reference.md,
-// generated from the parser's field table (sim/scenario_fields.h).
+// generated from the parser's field table (sim/config/scenario_fields.h).
 #pragma once
 
 namespace kvsim::tools {

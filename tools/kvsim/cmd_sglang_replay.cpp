@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "sim/json_reader.h"
-#include "sim/sglang_replay.h"
+#include "sim/base/json_reader.h"
+#include "sim/trace/sglang_replay.h"
 
 namespace kvsim::tools {
 

@@ -11,17 +11,17 @@
 #include <optional>
 #include <string>
 
-#include "sim/call_trace_replay.h"
-#include "sim/fidelity.h"
-#include "sim/json_reader.h"
-#include "sim/mooncake.h"
-#include "sim/resources.h"
-#include "sim/runner.h"
-#include "sim/shrink.h"
-#include "sim/storage_tier.h"
-#include "sim/sweep.h"
-#include "sim/timeline.h"
-#include "sim/tree_picture.h"
+#include "sim/trace/call_trace_replay.h"
+#include "sim/report/fidelity.h"
+#include "sim/base/json_reader.h"
+#include "sim/workload/mooncake.h"
+#include "sim/campaign/resources.h"
+#include "sim/campaign/runner.h"
+#include "sim/campaign/shrink.h"
+#include "sim/model/storage_tier.h"
+#include "sim/campaign/sweep.h"
+#include "sim/report/timeline.h"
+#include "sim/report/tree_picture.h"
 #include "tools/kvsim/probe_report.h"
 #include "tools/kvsim/sweep_report.h"
 
@@ -146,7 +146,7 @@ void apply_storage_flags(const RunCommand& c, sim::Scenario& s) {
 }
 
 // A trace of a run on a reused store keeps that store next to it (<trace>.store): replay and
-// shrink use it when it is there (sim/storage_tier.h).
+// shrink use it when it is there (sim/model/storage_tier.h).
 std::string trace_store(const std::string& trace_path) {
   return trace_path + ".store";
 }
@@ -509,7 +509,7 @@ int run_command(const RunCommand& c) {
 
 int replay_command(const ReplayCommand& c) {
   try {
-    // Calls recorded by the Python module (sim/call_trace.h).
+    // Calls recorded by the Python module (sim/trace/call_trace.h).
     if (sim::is_call_trace(c.trace)) {
       return sim::call_replay_command(c.trace, c.json, c.expect_clean);
     }

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "sim/faults.h"
-#include "sim/json_reader.h"
+#include "sim/model/faults.h"
+#include "sim/base/json_reader.h"
 
 namespace kvsim::tools::html {
 namespace {

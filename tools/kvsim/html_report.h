@@ -25,7 +25,7 @@ std::string page_end();
 // units) it fired. `faults` maps site → (fired, runs).
 std::string fault_table(const std::map<std::string, std::pair<int64_t, int64_t>>& faults,
                         const std::string& runs_word);
-// Every named fault site (sim/faults.h; not the free numbers) with zero counts, to fill in.
+// Every named fault site (sim/model/faults.h; not the free numbers) with zero counts, to fill in.
 std::map<std::string, std::pair<int64_t, int64_t>> all_fault_sites();
 // "<h2>Code probes</h2>" and <table id="probes">; `over` says what the hits were summed over.
 std::string probe_section(const probes::Snapshot& probes, const std::string& over);

@@ -4,7 +4,7 @@
 #include <map>
 #include <sstream>
 
-#include "sim/trace.h"
+#include "sim/trace/trace.h"
 #include "tools/kvsim/html_report.h"
 
 namespace kvsim::tools {

@@ -1,5 +1,5 @@
 // kvsim hunt --report DIR: a self-contained HTML page (DIR/index.html: inline CSS, no script, no
-// network) for a hunt (sim/hunt.h), the sibling of `kvsim run --report` (sweep_report.h): the
+// network) for a hunt (sim/campaign/hunt.h), the sibling of `kvsim run --report` (sweep_report.h): the
 // hunt's budget and why it stopped; every unit run (swarm configuration or named scenario, seed,
 // verdict, event hash); the failures with invariant, op trace, shrunk trace and replay command;
 // swarm features and named scenarios covered; fault sites and how often each fired; code probes
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/common/probe.h"
-#include "sim/hunt.h"
+#include "sim/campaign/hunt.h"
 
 namespace kvsim::tools {
 
