@@ -1,0 +1,141 @@
+// RadixTree: the full sanity check (shape, residency, accounting, leaf sets; aux components
+// and components add theirs), invariants listed in radix_tree.h.
+#include <string>
+
+#include "core/tree/radix_tree.h"
+
+namespace kvsim {
+
+namespace {
+
+void check_value_shape(const TreeNode& n, const std::optional<IndexVector>& v, Tier tier,
+                       const char* what, SanityReport& report) {
+  if (!v) return;
+  if (v->size() != n.key.size()) {
+    report.add("tree.shape", std::string(what) + " length differs from key length", n.id);
+  }
+  if (v->tier() != tier) report.add("tree.shape", std::string(what) + " has the wrong tier", n.id);
+  if (v->residency() != Residency::kHost) {
+    report.add("residency", std::string(what) + " stored in the tree is device-resident", n.id);
+  }
+}
+
+}  // namespace
+
+void RadixTree::sanity_check(SanityReport& report) const {
+  check_shape(report);
+  check_accounting(report);
+  check_aux(report);
+  for (const auto& c : components_)
+    c->sanity_check(*this, report);
+}
+
+void RadixTree::check_shape(SanityReport& report) const {
+  const auto page = static_cast<size_t>(options_.page_size);
+  size_t visited = 0;
+  for_each_node([&](const TreeNode& n) {
+    ++visited;
+    size_t slot = 0;
+    for (const auto& e : n.children) {
+      const TreeNode* child = e.node.get();
+      if (child->parent != &n) report.add("tree.shape", "child's parent link is wrong", child->id);
+      if (child->key.size() < page || child->slot_in_parent != slot || e.ns != child->ns ||
+          e.first != child->key[0]) {
+        report.add("tree.shape", "child stored under the wrong key", child->id);
+      } else if (find_child(n, child->ns, std::span<const Token>(child->key.data(), page)) !=
+                 child) {
+        // A lookup of the child's own first page finds the first sibling holding it.
+        report.add("tree.shape", "child not found by its first page (a sibling shares it)",
+                   child->id);
+      }
+      ++slot;
+    }
+    if (n.child_index) {
+      bool indexed = n.child_index->size() == n.children.size();
+      for (const auto& e : n.children) {
+        const TreeNode* c = e.node.get();
+        if (c->key.size() < page) continue;  // reported above
+        const ChildKey key = child_key(c->ns, c->key);
+        const uint64_t h = ChildIndex::hash(key.ns, key.page);
+        if (c->first_page_hash && *c->first_page_hash != h) {
+          report.add("tree.shape", "cached first-page hash is stale", c->id);
+        }
+        indexed = indexed && n.child_index->find(h, [&](const TreeNode* x) { return x == c; }) == c;
+      }
+      if (!indexed) report.add("tree.shape", "child index differs from the children", n.id);
+    }
+    int32_t on_device = 0;
+    for (const auto& e : n.children)
+      on_device += e.node->evicted() ? 0 : 1;
+    if (on_device != n.device_children) {
+      report.add("tree.shape",
+                 "device_children " + std::to_string(n.device_children) +
+                     " != children on device " + std::to_string(on_device),
+                 n.id);
+    }
+    if (n.is_root()) return;
+    if (n.key.empty() || n.key.size() % page != 0) {
+      report.add("tree.shape", "Misaligned key", n.id);
+    }
+    check_value_shape(n, n.full().value, Tier::kDevice, "device value", report);
+    check_value_shape(n, n.full().host_value, Tier::kHost, "host value", report);
+    if (!n.hash_value.empty() && n.hash_value.size() != n.key.size() / page) {
+      report.add("tree.hash_shape", "hash_value is not one digest per page", n.id);
+    }
+    const TreeNode& p = *n.parent;
+    if (!n.evicted() && !p.is_root() && p.evicted()) {
+      report.add("tree.residency_root_closed",
+                 "node on device but parent " + std::to_string(p.id) + " evicted", n.id);
+    }
+    if (n.evicted() && !n.backed_up()) report.add("tree.dead_node", "no device or host copy", n.id);
+    if (options_.check_backup_contiguity && n.backed_up() && !p.is_root() && !p.backed_up()) {
+      report.add("tree.backup_contiguity", "backed up but parent not backed up", n.id);
+    }
+  });
+  if (visited != nodes_.size()) {
+    report.add("tree.shape", "node index holds " + std::to_string(nodes_.size()) +
+                                 " nodes, walk found " + std::to_string(visited));
+  }
+}
+
+void RadixTree::check_accounting(SanityReport& report) const {
+  int64_t evictable = 0;
+  int64_t locked = 0;
+  size_t device_leaves = 0;
+  size_t host_leaves = 0;
+  for_each_node([&](const TreeNode& n) {
+    if (!n.is_root() && !n.evicted()) {
+      (n.full().lock_ref > 0 ? locked : evictable) += n.token_count();
+    }
+    const bool device_leaf = is_device_leaf(n);
+    const bool host_leaf = is_host_leaf(n);
+    device_leaves += device_leaf ? 1 : 0;
+    host_leaves += host_leaf ? 1 : 0;
+    const bool filed_device = device_leaves_.holds(n, eviction_key(options_.eviction_policy, n));
+    const bool filed_host = host_leaves_.holds(n, eviction_key(EvictionPolicy::kLru, n));
+    if (device_leaf != filed_device) {
+      report.add("tree.leaf_set", device_leaf ? "D-leaf missing" : "D-leaf extra", n.id);
+    }
+    if (host_leaf != filed_host) {
+      report.add("tree.leaf_set", host_leaf ? "H-leaf missing" : "H-leaf extra", n.id);
+    }
+    if (device_leaf && host_leaf) report.add("tree.leaf_set", "node in both leaf sets", n.id);
+  });
+  if (device_leaves != device_leaves_.size() || host_leaves != host_leaves_.size()) {
+    report.add("tree.leaf_set", "leaf sets hold stale nodes");
+  }
+  for (const LeafOrder* order : {&device_leaves_, &host_leaves_}) {
+    const std::string problem = order->check();
+    if (!problem.empty()) report.add("tree.leaf_set", problem);
+  }
+  if (evictable != evictable_size_) {
+    report.add("tree.size_accounting", "evictable_size " + std::to_string(evictable_size_) +
+                                           " != recomputed " + std::to_string(evictable));
+  }
+  if (locked != protected_size_) {
+    report.add("tree.size_accounting", "protected_size " + std::to_string(protected_size_) +
+                                           " != recomputed " + std::to_string(locked));
+  }
+}
+
+}  // namespace kvsim
