@@ -28,6 +28,13 @@ def ensure_torch_features() -> tuple:
         if not hasattr(torch, name):
             setattr(torch, name, alias)
             _applied.append(f"torch.{name}")
+    # fp8 dtypes (torch >= 2.1): SGLang's KV pools compare the pool dtype against them. Distinct
+    # one-byte quantized dtypes stand in; no kvsim path creates an fp8 pool.
+    for name, alias in (("float8_e5m2", torch.quint8), ("float8_e4m3fn", torch.qint8),
+                        ("float8_e4m3fnuz", torch.quint4x2)):
+        if not hasattr(torch, name):
+            setattr(torch, name, alias)
+            _applied.append(f"torch.{name}")
     if not hasattr(torch.float32, "itemsize"):
         # torch.dtype is a C type whose __dict__ is read-only from Python; its real dict is
         # reachable through the mappingproxy's referents.

@@ -1,0 +1,258 @@
+"""Checks on SGLang's cache state after a driver call, named as kvsim's invariants are
+(docs/invariants.md). Each returns None or a Violation (invariant, detail).
+
+The tree walk is O(nodes); the content walk reads every cached node's device and host bytes and
+is the expensive one (the driver runs it every `content_every` calls and at quiescence)."""
+
+import dataclasses
+
+import torch
+
+from kvsim.fakecuda.tensor import is_device
+from kvsim.sglang_target.content import expected_kv, prefix_hashes
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+
+    def as_dict(self):
+        return {"invariant": self.invariant, "detail": self.detail}
+
+
+def ns_of_extra_key(extra_key):
+    return 0 if extra_key is None else int(str(extra_key).rsplit("ns", 1)[-1])
+
+
+def extra_key_of_ns(ns):
+    return None if int(ns) == 0 else f"kvsim-ns{int(ns)}"
+
+
+def walk(root):
+    """Nodes below the root, parents before children, children in insertion order."""
+    out = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is not root:
+            out.append(node)
+        stack.extend(reversed(list(node.children.values())))
+    return out
+
+
+def _pages(t, ps):
+    if t is None or len(t) == 0:
+        return []
+    with torch._C.DisableTorchFunction():
+        flat = t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64)
+        return torch.unique(torch.div(flat, ps, rounding_mode="floor")).tolist()
+
+
+def check_residency(target, nodes):
+    dev = target.device
+    for node in nodes:
+        if node.value is not None:
+            msg = dev.check_residency(node.value, "device", f"node {node.id} value")
+            if msg:
+                return Violation("residency", msg)
+        if target.controller is not None and node.host_value is not None:
+            msg = dev.check_residency(node.host_value, "host", f"node {node.id} host_value")
+            if msg:
+                return Violation("residency", msg)
+    cc = target.controller
+    if cc is not None:
+        for qname in ("write_queue", "load_queue"):
+            for op in getattr(cc, qname, []):
+                msg = dev.check_residency(op.host_indices, "host", f"{qname} op {op.id} host_indices") \
+                    or dev.check_residency(op.device_indices, "device", f"{qname} op {op.id} device_indices")
+                if msg:
+                    return Violation("residency", msg)
+    return None
+
+
+def check_locks(target, nodes):
+    cache = target.cache
+    evictable = protected = 0
+    for node in nodes:
+        if node.lock_ref < 0:
+            return Violation("tree.lock", f"node {node.id} lock_ref {node.lock_ref} < 0")
+        child_sum = sum(c.lock_ref for c in node.children.values())
+        if node.lock_ref < child_sum:
+            return Violation("tree.lock", f"node {node.id} lock_ref {node.lock_ref} < its children's "
+                                          f"{child_sum} (a locked node's ancestors must hold the lock)")
+        if node.lock_ref > 0:
+            protected += len(node.key)
+        elif node.value is not None:
+            evictable += len(node.key)
+    if cache.root_node.lock_ref < 1:
+        return Violation("tree.lock", f"the root's lock_ref is {cache.root_node.lock_ref}")
+    got_e, got_p = int(cache.evictable_size_), int(cache.protected_size_)
+    if (got_e, got_p) != (evictable, protected):
+        return Violation("tree.size_accounting", f"evictable_size_={got_e} protected_size_={got_p}, "
+                                                 f"recomputed from the tree {evictable} / {protected}")
+    return None
+
+
+def check_tree_shape(target, nodes):
+    if target.controller is None:
+        return None
+    write_through = target.cfg.write_policy != "write_back"
+    root = target.cache.root_node
+    for node in nodes:
+        if node.value is None and node.host_value is None:
+            return Violation("tree.dead_node", f"node {node.id} is on neither device nor host")
+        if write_through and node.host_value is not None and node.parent is not root \
+                and node.parent.host_value is None:
+            return Violation("tree.backup_contiguity",
+                             f"node {node.id} is backed up but its parent {node.parent.id} is not")
+    return None
+
+
+def check_slots(target, nodes, requests):
+    """Device pages: tree nodes + requests' own rows + the allocator's free list (+ injected
+    holds) are disjoint and cover pages 1..num_pages (page 0 is SGLang's padding page)."""
+    ps = target.cfg.page_size
+    owner = {}
+
+    def claim(pages, who):
+        for p in pages:
+            if p in owner:
+                return Violation("slots.device_ownership", f"device page {p} owned by {owner[p]} and {who}")
+            owner[p] = who
+        return None
+
+    for node in nodes:
+        v = claim(_pages(node.value, ps), f"node {node.id}")
+        if v:
+            return v
+    rtp = target.req_to_token_pool
+    for req in requests:
+        if req.req_pool_idx is None:
+            continue
+        row = rtp.req_to_token[req.req_pool_idx, req.cache_protected_len: req.kv_allocated_len]
+        v = claim(_pages(row, ps), f"request {req.rid}")
+        if v:
+            return v
+    alloc = target.allocator
+    free = [alloc.free_pages] + ([alloc.release_pages] if getattr(alloc, "release_pages", None) is not None else [])
+    for t in free:
+        with torch._C.DisableTorchFunction():
+            pages = t.as_subclass(torch.Tensor).tolist() if ps > 1 else \
+                torch.div(t.as_subclass(torch.Tensor), ps, rounding_mode="floor").tolist()
+        for p in pages:
+            if p in owner:
+                return Violation("slots.device_ownership", f"device page {p} is free and owned by {owner[p]}")
+            owner[p] = "free list"
+    for held in target.held_device:
+        v = claim(_pages(held, ps), "an injected hold")
+        if v:
+            return v
+    num_pages = target.cfg.device_tokens // ps
+    missing = [p for p in range(1, num_pages + 1) if p not in owner]
+    if missing:
+        return Violation("slots.conservation", f"{len(missing)} device pages have no owner (leaked): "
+                                               f"{missing[:8]}")
+    return None
+
+
+# ---- content ---------------------------------------------------------------------------------
+
+def read_device_kv(target, slots, wait=False):
+    """(K, V) host copies [layers, n, heads, dim] of the device slots. wait: read as the model
+    does (get_key_buffer waits on the layer transfer counter)."""
+    pool = target.kv_pool
+    ks, vs = [], []
+    idx = slots if is_device(slots) else slots.to("cuda")
+    for layer in range(target.cfg.layer_count):
+        kb = pool.get_key_buffer(layer) if wait else pool.k_buffer[layer]
+        vb = pool.get_value_buffer(layer) if wait else pool.v_buffer[layer]
+        ks.append(kb[idx].cpu())
+        vs.append(vb[idx].cpu())
+    return torch.stack(ks), torch.stack(vs)
+
+
+def read_host_kv(target, host_indices):
+    hp = target.host_pool
+    idx = host_indices.to(torch.int64)
+    out = []
+    for buf in (hp.k_buffer, hp.v_buffer):
+        if hp.layout == "layer_first":
+            x = buf[:, idx]
+        elif hp.layout == "page_first":
+            x = buf[idx].transpose(0, 1)
+        elif hp.layout == "page_first_direct":
+            x = buf[idx // hp.page_size, :, idx % hp.page_size].transpose(0, 1)
+        elif hp.layout == "page_head":
+            x = buf[idx // hp.page_size, :, idx % hp.page_size].permute(2, 0, 1, 3)
+        else:
+            raise ValueError(f"kvsim cannot read host layout {hp.layout!r}")
+        out.append(x.reshape(target.cfg.layer_count, len(idx), 1, target.cfg.head_dim))
+    return out[0], out[1]
+
+
+def compare(what, got, hashes, target):
+    want_k, want_v = expected_kv(hashes, target.cfg.layer_count, 1, target.cfg.head_dim)
+    for name, g, w in (("K", got[0], want_k), ("V", got[1], want_v)):
+        g = g.reshape(w.shape)
+        if not torch.equal(g, w):
+            bad = (g != w).reshape(w.shape[0], w.shape[1], -1).any(dim=2).any(dim=0).nonzero().flatten()
+            return Violation("content", f"{what}: {name} bytes of {len(bad)} of {len(hashes)} positions "
+                                        f"differ from the content function (first at offset {int(bad[0])})")
+    return None
+
+
+def check_content_full(target):
+    """Every cached node's device and host bytes equal the content of its prefix."""
+    root = target.cache.root_node
+    cc = target.controller
+    # Bytes still in flight are not checked: device values while a load is queued, host values
+    # while a write is (their acks may be unconsumed later; the bytes are there by then).
+    check_device = cc is None or (not cc.load_queue and not cc.load_stream.queue)
+    check_host = cc is not None and not cc.write_queue and not cc.write_stream.queue
+    stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
+    while stack:
+        node, seed, depth = stack.pop()
+        tokens = list(node.key.token_ids)[: len(node.key)]
+        ns = ns_of_extra_key(node.key.extra_key)
+        # prefix_hashes over a virtual sequence: positions depth..depth+len, seeded by the parent
+        padded = [0] * depth + tokens
+        hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
+        if check_device and node.value is not None and len(node.value):
+            v = compare(f"node {node.id} device KV", read_device_kv(target, node.value), hashes, target)
+            if v:
+                return v
+        if check_host and node.host_value is not None and len(node.host_value):
+            v = compare(f"node {node.id} host KV", read_host_kv(target, node.host_value), hashes, target)
+            if v:
+                return v
+        last = hashes[-1] if hashes else seed
+        for c in reversed(list(node.children.values())):
+            stack.append((c, last, depth + len(tokens)))
+    return None
+
+
+def check_quiescent(target, requests):
+    cache, cc = target.cache, target.controller
+    if requests:
+        return Violation("quiescence", f"{len(requests)} requests still hold cache state: "
+                                       f"{sorted(r.rid for r in requests)[:5]}")
+    for node in walk(cache.root_node):
+        if node.lock_ref:
+            return Violation("quiescence", f"node {node.id} still locked (lock_ref {node.lock_ref})")
+        if getattr(node, "host_ref_counter", 0):
+            return Violation("quiescence", f"node {node.id} still host-protected "
+                                           f"(host_ref_counter {node.host_ref_counter})")
+    if cc is not None:
+        for name in ("ongoing_write_through", "ongoing_load_back", "ongoing_prefetch", "ongoing_backup"):
+            pending = getattr(cache, name, None)
+            if pending:
+                return Violation("quiescence", f"HiRadixCache.{name} still holds {len(pending)} entries")
+        for name in ("write_queue", "load_queue", "ack_write_queue", "ack_load_queue"):
+            if getattr(cc, name, None):
+                return Violation("quiescence", f"HiCacheController.{name} still holds "
+                                               f"{len(getattr(cc, name))} entries")
+    for s in target.device.streams:
+        if s.queue:
+            return Violation("quiescence", f"{s.name} still has {len(s.queue)} queued ops")
+    return None

@@ -1,0 +1,497 @@
+"""The SGLang target's driver: applies kvsim's calls (docs/sglang-target-protocol.md) to SGLang's
+own cache on kvsim's fake device, checks SGLang's state after each, and answers.
+
+    python -m kvsim.sglang_target.driver --sglang-src SPEC      # JSON lines on stdin/stdout
+
+`Driver.handle(request) -> reply` is the same loop in-process (tests). Deterministic: no clock
+(the logical clock moves on `tick`), no thread (no storage tier yet: the controller starts none),
+no randomness."""
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+import torch
+
+PROTOCOL = 1
+CONTENT_EVERY = 1  # full content walk every N calls (and at quiescence)
+
+
+class DriverError(Exception):
+    """A request the driver refuses (bad input or an unsupported configuration): ok false."""
+
+
+class Driver:
+    def __init__(self, sglang_src, cache_dir=None, content_every=CONTENT_EVERY):
+        self.sglang_src = sglang_src
+        self.cache_dir = cache_dir
+        self.content_every = int(content_every)
+        self.target = None
+        self.device = None
+        self.mods = None
+        self.reqs = {}  # rid -> Req, in admission order
+        self.hashes = {}  # rid -> PrefixHashes
+        self.calls = 0
+        self.dead = None  # the violation that stopped the run
+        self._seen_violations = 0
+        self._release_after = []  # injected holds released at the end of the next call
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def handle(self, request):
+        if not isinstance(request, dict) or "call" not in request:
+            return self._refuse(f"a request is a JSON object with 'call', got {request!r:.80}")
+        call = request["call"]
+        if call == "bye":
+            self.close()
+            return None
+        if self.dead is not None:
+            return self._refuse("a violation was reported; only 'bye' is accepted now")
+        if call != "hello" and self.target is None:
+            return self._refuse(f"'{call}' before 'hello'")
+        handler = getattr(self, f"_call_{call}", None)
+        if handler is None:
+            return self._refuse(f"unknown call {call!r}")
+        self.calls += 1
+        holds, self._release_after = self._release_after, []
+        try:
+            reply = handler(request) or {}
+        except DriverError as exc:
+            return self._refuse(str(exc))
+        except Exception as exc:  # noqa: BLE001 - SGLang's exception is a finding
+            violation = exc.violation if isinstance(exc, _Found) else \
+                (self._device_violation() or self._exception_violation(exc))
+            if violation is None:
+                return self._refuse(f"driver error in '{call}': {type(exc).__name__}: {exc}\n"
+                                    + "".join(traceback.format_exc(limit=6)))
+            return self._violation_reply({}, violation)
+        finally:
+            for release in holds:
+                release()
+        reply = {"ok": True, **reply}
+        violation = self._device_violation() or (None if call == "hello" else self._check(call))
+        if violation is not None:
+            return self._violation_reply(reply, violation)
+        reply["state"] = self._state()
+        return reply
+
+    def _refuse(self, error):
+        return {"ok": False, "error": error}
+
+    def _violation_reply(self, reply, violation):
+        self.dead = violation
+        reply = dict(reply)
+        reply.setdefault("ok", True)
+        reply["violation"] = violation.as_dict()
+        if self.target is not None:
+            try:
+                reply["state"] = self._state()
+            except Exception:  # noqa: BLE001 - the state after a crash may be unreadable
+                reply["state"] = {"budget": 0, "storage_reads": False}
+        return reply
+
+    def _state(self):
+        return {"budget": self.target.budget(), "storage_reads": False}
+
+    # ---- checks --------------------------------------------------------------------------------
+    def _device_violation(self):
+        if self.device is None or len(self.device.violations) == self._seen_violations:
+            return None
+        v = self.device.violations[self._seen_violations]
+        self._seen_violations = len(self.device.violations)
+        from kvsim.sglang_target.checks import Violation  # noqa: PLC0415
+        return Violation(v.kind, v.detail)
+
+    def _exception_violation(self, exc):
+        """sglang.exception naming the innermost frame in the SGLang tree; None when no SGLang
+        frame is on the traceback (a driver bug, reported as a refusal)."""
+        from kvsim.sglang_target.checks import Violation  # noqa: PLC0415
+        if self.mods is None:
+            return None
+        tree = os.path.abspath(self.mods.source.python_dir) + os.sep
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if os.path.abspath(f.filename).startswith(tree)]
+        if not frames:
+            return None
+        f = frames[-1]
+        where = f"{os.path.relpath(f.filename, tree)}:{f.lineno} ({f.name})"
+        return Violation("sglang.exception", f"{type(exc).__name__}: {str(exc)[:300]} at {where}")
+
+    def _check(self, call):
+        from kvsim.sglang_target import checks  # noqa: PLC0415
+        t = self.target
+        nodes = checks.walk(t.cache.root_node)
+        reqs = list(self.reqs.values())
+        for check in (lambda: checks.check_residency(t, nodes), lambda: checks.check_locks(t, nodes),
+                      lambda: checks.check_tree_shape(t, nodes), lambda: checks.check_slots(t, nodes, reqs)):
+            v = check()
+            if v is not None:
+                return v
+        if self.content_every and (self.calls % self.content_every == 0 or call == "quiescent"):
+            return checks.check_content_full(t)
+        return None
+
+    # ---- calls -----------------------------------------------------------------------------------
+    def _call_hello(self, request):
+        from kvsim.fakecuda import FakeDevice  # noqa: PLC0415
+        from kvsim.sglang_target import load_sglang  # noqa: PLC0415
+        from kvsim.sglang_target.target import CacheConfig, Target, TargetConfigError  # noqa: PLC0415
+        if self.target is not None:
+            raise DriverError("'hello' twice")
+        if request.get("protocol") != PROTOCOL:
+            raise DriverError(f"protocol {request.get('protocol')!r} is not {PROTOCOL}")
+        try:
+            cfg = CacheConfig.from_scenario(request.get("scenario") or {})
+        except TargetConfigError as exc:
+            raise DriverError(str(exc)) from None
+        self.device = FakeDevice(seed=int(request.get("seed", 0)))
+        self.device.install()
+        from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
+        src = resolve_source(self.sglang_src, cache_dir=self.cache_dir)
+        self.mods = load_sglang(src, device=self.device)
+        try:
+            self.target = Target(self.mods, self.device, cfg)
+        except TargetConfigError as exc:
+            raise DriverError(str(exc)) from None
+        self.target.held_device = []
+        s = self.mods.source
+        return {"sglang": {"root": s.root, "commit": s.commit, "tag": s.tag, "era": self.mods.era.name,
+                           "kv_pool": self.target.kv_pool_kind},
+                "streams": self.target.streams, "storage": False}
+
+    def _req(self, request, must=True):
+        rid = str(request.get("rid"))
+        req = self.reqs.get(rid)
+        if req is None and must:
+            raise DriverError(f"unknown request {rid!r}")
+        return req
+
+    def _call_arrive(self, request):
+        return {"prefetching": False}
+
+    def _call_prefetch_check(self, request):
+        return {"done": True, "loaded": 0}
+
+    def _call_admit(self, request):
+        from kvsim.sglang_target.checks import extra_key_of_ns  # noqa: PLC0415
+        from kvsim.sglang_target.content import PrefixHashes  # noqa: PLC0415
+        from kvsim.sglang_target.requests import Req  # noqa: PLC0415
+        t = self.target
+        rid = str(request.get("rid"))
+        if rid in self.reqs:
+            raise DriverError(f"request {rid} admitted twice")
+        tokens = [int(x) for x in request.get("tokens") or []]
+        if not tokens:
+            raise DriverError("admit needs tokens")
+        ns = int(request.get("ns", 0))
+        req = Req(rid, tokens, ns, t.token_type, extra_key_of_ns(ns))
+        ps = t.cfg.page_size
+        cache = t.cache
+        device_hit = host_hit = 0
+        if request.get("prefix_cache", True):
+            # SGLang matches at most len - 1 tokens (the last one is recomputed for its logits).
+            m = t.match_prefix(t.radix_key(tokens[: len(tokens) - 1], req.extra_key))
+            req.prefix_indices = m.device_indices
+            req.last_node = m.last_device_node
+            req.last_host_node = m.last_host_node
+            req.best_match_node = getattr(m, "best_match_node", None) or m.last_host_node
+            req.host_hit_length = int(getattr(m, "host_hit_length", 0) or 0)
+        else:
+            req.prefix_indices = torch.empty((0,), dtype=torch.int64, device="cuda")
+            req.last_node = req.last_host_node = req.best_match_node = cache.root_node
+        device_hit, host_hit = len(req.prefix_indices), req.host_hit_length
+        anchor = req.last_node
+        cache.inc_lock_ref(anchor)  # the scheduler's admission lock (PrefillAdder._lock_node)
+        loaded = 0
+        try:
+            need = len(tokens) - device_hit + ps
+            if need >= t.budget():
+                return {"admitted": False, "device_hit": device_hit, "host_hit": host_hit, "owned_from": 0}
+            if request.get("load_back", True) and host_hit > 0 and t.controller is not None:
+                quota = int(request.get("quota", -1))
+                new_indices, req.last_node = t.init_load_back(req, None if quota < 0 else quota)
+                loaded = len(new_indices)
+                if loaded:
+                    req.prefix_indices = torch.cat([req.prefix_indices, new_indices])
+                    req.load_pending = True
+        finally:
+            cache.dec_lock_ref(anchor)
+        cache.inc_lock_ref(req.last_node)
+        p = len(req.prefix_indices)
+        req.cache_protected_len = p
+        req.req_pool_idx = t.req_to_token_pool.alloc_row()
+        if p:
+            t.req_to_token_pool.write((req.req_pool_idx, slice(0, p)), req.prefix_indices.to(torch.int32))
+        req.kv_committed_len = req.kv_allocated_len = req.computed = p
+        req.reused = p
+        self.reqs[rid] = req
+        self.hashes[rid] = PrefixHashes(ns)
+        if loaded and not request.get("defer_load", False):
+            self._start_loads()
+        return {"admitted": True, "device_hit": device_hit, "host_hit": host_hit, "owned_from": p,
+                "decisions": {"loaded": loaded}}
+
+    def _start_loads(self):
+        t = self.target
+        if t.controller is None:
+            return -1
+        idx = t.cache.ready_to_load_host_cache()
+        if idx is not None and idx >= 0:
+            for req in self.reqs.values():
+                if getattr(req, "load_pending", False):
+                    req.load_pending = False
+                    req.load_consumer = idx
+        return idx
+
+    def _call_start_loads(self, request):
+        idx = self._start_loads()
+        if idx is not None and idx >= 0:
+            # The model's forward: the compute stream waits per layer, then reads the prefixes.
+            for req in self.reqs.values():
+                if req.load_consumer == idx:
+                    self._model_read(req)
+        return {}
+
+    def _model_read(self, req):
+        """The forward reads the request's reused prefix (after waiting on its load-back)."""
+        from kvsim.sglang_target import checks  # noqa: PLC0415
+        t = self.target
+        if req.reused == 0 or getattr(req, "read_checked", False):
+            return
+        if getattr(req, "load_pending", False):
+            self._start_loads()
+        counter = t.controller.layer_done_counter if t.controller is not None else None
+        if counter is not None:
+            counter.set_consumer(req.load_consumer if req.load_consumer is not None else -1)
+        try:
+            slots = t.req_to_token_pool.req_to_token[req.req_pool_idx, : req.reused].to(torch.int64)
+            got = checks.read_device_kv(t, slots, wait=True)
+        finally:
+            if counter is not None:
+                counter.set_consumer(-1)
+        hashes = self.hashes[req.rid].extend_to(list(req.all_tokens))[: req.reused]
+        req.read_checked = True
+        v = checks.compare(f"request {req.rid} reads its reused prefix [0, {req.reused})", got, hashes, t)
+        if v is not None:
+            raise _Found(v)
+
+    def _call_compute(self, request):
+        from kvsim.sglang_target.content import expected_kv  # noqa: PLC0415
+        t = self.target
+        req = self._req(request)
+        tokens = [int(x) for x in request.get("tokens") or []]
+        n = int(request.get("n"))
+        try:
+            req.set_tokens(tokens)
+        except ValueError as exc:
+            raise DriverError(str(exc)) from None
+        if n > len(tokens):
+            raise DriverError(f"compute {req.rid}: n={n} past its {len(tokens)} tokens")
+        if n <= req.computed:
+            return {"ok": True}
+        if request.get("oom"):
+            return {"ok": False}
+        if not self._alloc_positions(req, n):
+            return {"ok": False}
+        self._model_read(req)
+        start = req.computed
+        hashes = self.hashes[req.rid].extend_to(tokens)[start:n]
+        k, v = expected_kv(hashes, t.cfg.layer_count, 1, t.cfg.head_dim)
+        slots = t.req_to_token_pool.req_to_token[req.req_pool_idx, start:n].to(torch.int64)
+        for layer in range(t.cfg.layer_count):
+            t.kv_pool.k_buffer[layer][slots] = k[layer].to("cuda")
+            t.kv_pool.v_buffer[layer][slots] = v[layer].to("cuda")
+        prompt = len(req.origin_input_ids)
+        req.computed = req.kv_committed_len = n
+        if start < prompt:
+            # The scheduler caches a prefill's prefix: each middle chunk (chunked), then the end.
+            t.cache.cache_unfinished_req(req, chunked=n < prompt) if n < prompt else \
+                t.cache.cache_unfinished_req(req)
+        return {"ok": True}
+
+    def _alloc_positions(self, req, n):
+        """Slots for positions [kv_allocated_len, n): the rest of the last page, then new pages,
+        evicting first as SGLang's alloc_paged_token_slots_extend does."""
+        t = self.target
+        ps = t.cfg.page_size
+        start = req.kv_allocated_len
+        row = t.req_to_token_pool.req_to_token[req.req_pool_idx]
+        pieces = []
+        num1 = 0
+        if start % ps:
+            num1 = min(n, (start + ps - 1) // ps * ps) - start
+            last = int(row[start - 1])
+            pieces.append(torch.arange(last + 1, last + 1 + num1, dtype=torch.int64, device="cuda"))
+        rest = n - start - num1
+        if rest > 0:
+            pages = (rest + ps - 1) // ps
+            t.evict_for(rest + (ps if ps > 1 else 0))
+            new = t.allocator.alloc(pages * ps)
+            if new is None:
+                return False
+            pieces.append(new[:rest].to(torch.int64))
+        slots = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+        t.req_to_token_pool.write((req.req_pool_idx, slice(start, n)), slots.to(torch.int32))
+        req.kv_allocated_len = n
+        return True
+
+    def _release(self, req, is_insert):
+        t = self.target
+        ps = t.cfg.page_size
+        t.cache_finished_req(req, is_insert=is_insert)
+        start = (req.kv_committed_len + ps - 1) // ps * ps
+        if start < req.kv_allocated_len:
+            t.allocator.free(t.req_to_token_pool.req_to_token[req.req_pool_idx, start:req.kv_allocated_len]
+                             .to(torch.int64))
+        t.req_to_token_pool.free(req)
+        del self.reqs[req.rid]
+        self.hashes.pop(req.rid, None)
+
+    def _finish_like(self, request, is_insert):
+        req = self._req(request)
+        computed = int(request.get("computed", req.computed))
+        if computed > req.computed:
+            raise DriverError(f"request {req.rid}: computed {computed} > the {req.computed} it computed")
+        req.kv_committed_len = computed
+        self._release(req, is_insert)
+        return {}
+
+    def _call_finish(self, request):
+        return self._finish_like(request, is_insert=True)
+
+    def _call_retract(self, request):
+        # SGLang's retract: release_kv_cache(req, tree_cache, is_insert=False).
+        return self._finish_like(request, is_insert=False)
+
+    def _call_abort(self, request):
+        req = self._req(request, must=False)
+        if req is not None:
+            # A running request aborted finishes through release_kv_cache (is_insert=True).
+            req.kv_committed_len = req.computed
+            self._release(req, is_insert=True)
+        elif self.target.controller is not None:
+            self.target.cache.release_aborted_request(str(request.get("rid")))
+        return {}
+
+    def _call_poll(self, request):
+        if self.target.controller is not None:
+            self.target.cache.check_hicache_events()
+        return {}
+
+    def _call_flush(self, request):
+        t = self.target
+        self.device.drain()
+        if t.controller is not None:
+            for _ in range(4):
+                t.cache.check_hicache_events()
+                if not t.controller.ack_write_queue and not t.controller.ack_load_queue:
+                    break
+        return {}
+
+    def _call_step(self, request):
+        stream_no = int(request.get("stream"))
+        streams = self.device.streams
+        if not 0 <= stream_no < len(streams):
+            raise DriverError(f"no stream {stream_no} (streams: {self.target.streams})")
+        return {"ran": self.device.step(streams[stream_no], int(request.get("n", 1)))}
+
+    def _call_storage(self, request):
+        return {"did": False}
+
+    def _call_inject(self, request):
+        t = self.target
+        kind, keep = int(request.get("target")), int(request.get("n", 0))
+        ps = t.cfg.page_size
+        if kind == 0 and t.host_pool is not None:
+            take = t.host_pool.available_size() - keep * ps
+            if take > 0:
+                held = t.host_pool.alloc(take)
+                if held is not None:
+                    self._release_after.append(lambda: t.host_pool.free(held))
+        elif kind == 1:
+            take = (t.allocator.available_size() // ps - keep) * ps
+            if take > 0:
+                held = t.allocator.alloc(take)
+                if held is not None:
+                    t.held_device.append(held)
+
+                    def release():
+                        t.held_device.remove(held)
+                        t.allocator.free(held)
+                    self._release_after.append(release)
+        elif kind == 2:
+            ev = self.device.Event
+            original = ev.__dict__.get("query")
+            ev.query = lambda self_: False
+
+            def restore():
+                if original is None:
+                    del ev.query
+                else:
+                    ev.query = original
+            self._release_after.append(restore)
+        elif kind not in (0, 1, 2):
+            raise DriverError(f"inject target {kind} is not 0, 1 or 2")
+        return {}
+
+    def _call_tick(self, request):
+        now = float(request.get("now")) / 1000.0  # ticks are logical milliseconds
+        if now > self.device.clock.now():
+            self.device.clock.set(now)
+        return {}
+
+    def _call_quiescent(self, request):
+        from kvsim.sglang_target import checks  # noqa: PLC0415
+        v = checks.check_quiescent(self.target, list(self.reqs.values()))
+        if v is not None:
+            raise _Found(v)
+        return {}
+
+    def close(self):
+        if self.mods is not None:
+            self.mods.unload()
+            self.mods = None
+        if self.device is not None:
+            self.device.uninstall()
+        self.target = None
+
+
+class _Found(Exception):
+    """A check found a violation in the middle of a call."""
+
+    def __init__(self, violation):
+        super().__init__(violation.detail)
+        self.violation = violation
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m kvsim.sglang_target.driver",
+                                     description="kvsim's SGLang target driver (JSON lines on stdin/stdout)")
+    parser.add_argument("--sglang-src", required=True,
+                        help="an SGLang checkout, its python/ folder, 'installed' or 'bundle:<tag>'")
+    parser.add_argument("--content-every", type=int, default=CONTENT_EVERY)
+    args = parser.parse_args(argv)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything SGLang prints goes to stderr; stdout carries the protocol
+    driver = Driver(args.sglang_src, content_every=args.content_every)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as exc:
+            reply = {"ok": False, "error": f"not JSON: {exc}"}
+        else:
+            reply = driver.handle(request)
+        if reply is None:
+            break
+        out.write(json.dumps(reply, sort_keys=True) + "\n")
+        out.flush()
+    driver.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""Builds SGLang's own cache from a kvsim scenario's `cache` section, on kvsim's fake device:
+the device KV pool (SGLang's MHATokenToKVPool), the paged allocator, the host pool (inside
+HiRadixCache, with the scenario's host layout), HiCacheController and HiRadixCache (or RadixCache
+when `hierarchical` is false). Constructor differences between eras are found by probing
+signatures and dataclass fields, never by commit."""
+
+import dataclasses
+import inspect
+from array import array
+
+import torch
+
+from kvsim.sglang_target.kv_pool import build_kv_pool
+from kvsim.sglang_target.requests import ReqToTokenPool
+
+
+class TargetConfigError(Exception):
+    """The scenario asks for something the SGLang target cannot build; names the field."""
+
+
+# kvsim's scenario fields the SGLang target does not model yet (value must be the default).
+_UNSUPPORTED_NONZERO = ("swa_window_tokens", "mamba_device_states", "sparse_index_bytes_per_page")
+HOST_LAYOUTS = ("layer_first", "page_first", "page_first_direct")
+WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+
+
+@dataclasses.dataclass
+class CacheConfig:
+    page_size: int = 4
+    hierarchical: bool = True
+    layer_count: int = 2
+    item_bytes: int = 16
+    device_tokens: int = 1024
+    host_tokens: int = 2048
+    host_layout: str = "page_first"
+    write_policy: str = "write_through"
+    eviction_policy: str = "lru"
+    load_back_threshold_tokens: int = 8
+    storage: object = False
+    io_backend: str = "kernel"
+    max_requests: int = 64
+
+    @classmethod
+    def from_scenario(cls, scenario):
+        cache = dict((scenario or {}).get("cache") or {})
+        sched = (scenario or {}).get("scheduler") or {}
+        if sched.get("mode") == "pd":
+            raise TargetConfigError("scheduler.mode: 'pd' is not supported by the SGLang target yet (issue 31)")
+        for name in _UNSUPPORTED_NONZERO:
+            if cache.get(name, 0):
+                raise TargetConfigError(f"cache.{name}: hybrid components are not supported by the SGLang "
+                                        "target yet (HiRadixCache full attention only)")
+        known = {f.name for f in dataclasses.fields(cls)}
+        cfg = cls(**{k: v for k, v in cache.items() if k in known})
+        if "max_running" in sched:
+            cfg.max_requests = max(int(sched["max_running"]) * 2 + 8, 16)
+        cfg.validate()
+        return cfg
+
+    def validate(self):
+        ps = self.page_size
+        if not isinstance(ps, int) or ps < 1:
+            raise TargetConfigError(f"cache.page_size: must be a positive integer, got {ps!r}")
+        for name in ("device_tokens", "host_tokens"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < ps or v % ps:
+                raise TargetConfigError(f"cache.{name}: must be a positive multiple of page_size {ps}, got {v!r}")
+        if self.host_layout not in HOST_LAYOUTS:
+            raise TargetConfigError(f"cache.host_layout: {self.host_layout!r} is not one of {HOST_LAYOUTS}")
+        if self.write_policy not in WRITE_POLICIES:
+            raise TargetConfigError(f"cache.write_policy: {self.write_policy!r} is not one of {WRITE_POLICIES}")
+        if self.eviction_policy not in ("lru", "lfu"):
+            raise TargetConfigError(f"cache.eviction_policy: {self.eviction_policy!r} is not lru or lfu")
+        if self.item_bytes < 8 or self.item_bytes % 8:
+            raise TargetConfigError(f"cache.item_bytes: must be a multiple of 8, got {self.item_bytes}")
+        if self.storage not in (False, None) and not (isinstance(self.storage, dict)
+                                                     and not self.storage.get("enabled", True)):
+            raise TargetConfigError("cache.storage: the SGLang target does not drive the storage tier yet")
+
+    @property
+    def head_dim(self):
+        # One head; K and V of one token in one layer are item_bytes together, in float32.
+        return self.item_bytes // 8
+
+
+def _server_args(mods, cfg):
+    """SGLang's own ServerArgs with every field at its declared default (no __post_init__, which
+    would resolve a model), then the HiCache fields the scenario decides."""
+    cls = mods.mods_server_args
+    args = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            value = f.default_factory()  # type: ignore[misc]
+        else:
+            value = None
+        object.__setattr__(args, f.name, value)
+    host_after = max(cfg.host_tokens - cfg.page_size, 0)
+    # HostKVCache sizes itself int(device_size * ratio) // page + 1 pages: this ratio gives
+    # exactly host_tokens.
+    ratio = (host_after + 0.5) / cfg.device_tokens
+    values = dict(hicache_ratio=ratio, hicache_size=0, hicache_mem_layout=cfg.host_layout,
+                  hicache_write_policy=cfg.write_policy, hicache_io_backend=cfg.io_backend,
+                  hicache_storage_backend=None, hicache_storage_backend_extra_config=None,
+                  hicache_storage_prefetch_policy="best_effort", served_model_name="kvsim",
+                  model_path="kvsim", page_size=cfg.page_size, enable_hierarchical_cache=cfg.hierarchical,
+                  radix_eviction_policy=cfg.eviction_policy, extra_metric_labels=None)
+    if cfg.host_layout == "page_first_direct":
+        values["hicache_io_backend"] = "direct"
+    for k, v in values.items():
+        object.__setattr__(args, k, v)
+    return args
+
+
+def _call_with_supported(fn, **kwargs):
+    """Calls fn with the keyword arguments its signature takes (the rest are era-specific)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return fn(**kwargs)
+    return fn(**{k: v for k, v in kwargs.items() if k in params})
+
+
+class Target:
+    """SGLang's cache built for one scenario. Attributes: mods, device, cfg, kv_pool, allocator,
+    req_to_token_pool, cache, controller (None without a host tier), host_pool."""
+
+    def __init__(self, mods, device, cfg):
+        self.mods = mods
+        self.device = device
+        self.cfg = cfg
+        ps = cfg.page_size
+        mods.mods_server_args = mods["sglang.srt.server_args"].ServerArgs
+        self.server_args = _server_args(mods, cfg)
+        self._configure_runtime()
+        self.kv_pool = self._build_kv_pool()
+        alloc_cls = mods.PagedTokenToKVPoolAllocator if ps > 1 else (
+            mods.TokenToKVPoolAllocator or mods.PagedTokenToKVPoolAllocator)
+        if ps == 1 and alloc_cls is mods.TokenToKVPoolAllocator:
+            self.allocator = _call_with_supported(alloc_cls, size=cfg.device_tokens, page_size=1,
+                                                  dtype=torch.float32, device="cuda",
+                                                  kvcache=self.kv_pool, need_sort=False)
+        else:
+            self.allocator = _call_with_supported(alloc_cls, size=cfg.device_tokens, page_size=ps,
+                                                  dtype=torch.float32, device="cuda",
+                                                  kvcache=self.kv_pool, need_sort=False)
+        self.req_to_token_pool = ReqToTokenPool(cfg.max_requests, cfg.device_tokens + 2 * ps, "cuda")
+        group = mods.context.process_group()
+        params = _call_with_supported(
+            mods.CacheInitParams, disable=False, req_to_token_pool=self.req_to_token_pool,
+            token_to_kv_pool_allocator=self.allocator, page_size=ps, tp_cache_group=group,
+            eviction_policy=cfg.eviction_policy, enable_metrics=False, enable_kv_cache_events=False)
+        if cfg.hierarchical:
+            self.cache = mods.HiRadixCache(params, self.server_args)
+            self.cache.load_back_threshold = cfg.load_back_threshold_tokens
+            self.controller = self.cache.cache_controller
+            self.host_pool = self.cache.token_to_kv_pool_host
+            self._unregister_atexit()
+        else:
+            self.cache = mods.RadixCache(params)
+            self.controller = None
+            self.host_pool = None
+        root_tokens = self.cache.root_node.key.token_ids
+        self.token_type = array if isinstance(root_tokens, array) else list
+        import sglang.srt.mem_cache.base_prefix_cache as bpc  # noqa: PLC0415 - the loaded era's
+        self.bpc = bpc
+        fields = {f.name for f in dataclasses.fields(bpc.InitLoadBackParams)} \
+            if hasattr(bpc, "InitLoadBackParams") else set()
+        self.load_back_anchor = "best_match_node" if "best_match_node" in fields else "last_host_node"
+        fin = inspect.signature(self.cache.cache_finished_req).parameters
+        self.finish_takes_kv_len = "kv_len_to_handle" in fin
+        try:
+            self.common = mods["sglang.srt.mem_cache.common"]
+        except KeyError:
+            self.common = None
+        if self.common is None or not hasattr(self.common, "evict_from_tree_cache"):
+            import importlib  # noqa: PLC0415
+            self.common = importlib.import_module("sglang.srt.mem_cache.common")
+
+    def _configure_runtime(self):
+        try:
+            ctx = self.mods["sglang.srt.runtime_context"]
+        except KeyError:
+            return
+        if hasattr(ctx, "configure"):
+            ctx.configure(schedule={"page_size": self.cfg.page_size},
+                          server_args=self.server_args.__dict__ if False else {})
+
+    def _build_kv_pool(self):
+        cfg = self.cfg
+        cls = self.mods.MHATokenToKVPool
+        if cls is None:
+            raise TargetConfigError("this SGLang tree's memory_pool.MHATokenToKVPool did not load "
+                                    f"({self.mods.optional_errors.get('sglang.srt.mem_cache.memory_pool')})")
+        pool, self.kv_pool_kind = build_kv_pool(cls, size=cfg.device_tokens, page_size=cfg.page_size,
+                                                head_dim=cfg.head_dim, layer_num=cfg.layer_count)
+        return pool
+
+    def _unregister_atexit(self):
+        import atexit  # noqa: PLC0415
+        atexit.unregister(self.cache.shutdown)
+
+    # -- era-neutral calls ---------------------------------------------------------------------
+    def match_prefix(self, key):
+        bpc = self.bpc
+        if hasattr(bpc, "MatchPrefixParams"):
+            return self.cache.match_prefix(bpc.MatchPrefixParams(key=key))
+        return self.cache.match_prefix(key=key)
+
+    def radix_key(self, tokens, extra_key):
+        rc = self.mods["sglang.srt.mem_cache.radix_cache"]
+        return rc.RadixKey(token_ids=self.token_type(tokens) if self.token_type is list
+                           else array("q", tokens), extra_key=extra_key)
+
+    def init_load_back(self, req, mem_quota=None):
+        kwargs = {self.load_back_anchor: getattr(req, self.load_back_anchor),
+                  "host_hit_length": req.host_hit_length, "mem_quota": mem_quota, "req": req}
+        params = _call_with_supported(self.bpc.InitLoadBackParams, **kwargs)
+        return self.cache.init_load_back(params)
+
+    def evict(self, num_tokens):
+        if hasattr(self.bpc, "EvictParams"):
+            return self.cache.evict(self.bpc.EvictParams(num_tokens=num_tokens))
+        return self.cache.evict(num_tokens)
+
+    def evict_for(self, num_tokens):
+        """What SGLang's scheduler does before an allocation of num_tokens (its own helper)."""
+        self.common.evict_from_tree_cache(self.cache, num_tokens)
+
+    def cache_finished_req(self, req, is_insert=True):
+        if self.finish_takes_kv_len:
+            self.cache.cache_finished_req(req, is_insert=is_insert, kv_len_to_handle=req.kv_committed_len)
+        else:
+            self.cache.cache_finished_req(req, is_insert=is_insert)
+
+    def budget(self):
+        return int(self.allocator.available_size()) + int(self.cache.evictable_size())
+
+    @property
+    def streams(self):
+        dev = self.device
+        out = {"compute": dev.default_stream.index}
+        if self.controller is not None:
+            out["write"] = self.controller.write_stream.index
+            out["load"] = self.controller.load_stream.index
+        return out
