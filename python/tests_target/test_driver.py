@@ -71,6 +71,7 @@ SEQUENCE = (
     + [{"call": "admit", "rid": "a2", "ns": 0, "tokens": A + [1, 2, 3, 4], "defer_load": True},
        {"call": "start_loads"},
        {"call": "compute", "rid": "a2", "n": 28, "tokens": A + [1, 2, 3, 4]},
+       {"call": "read", "rid": "a2", "n": 28},
        {"call": "admit", "rid": "x", "ns": 1, "tokens": A[:12]},
        {"call": "compute", "rid": "x", "n": 8, "tokens": A[:12]},
        {"call": "abort", "rid": "x"},
@@ -97,7 +98,8 @@ def test_a_call_sequence_runs_clean_and_sglang_decides_the_hits(tag):
         cache = d.target.cache
         assert cache.protected_size_ == 0
         assert d.target.allocator.available_size() + cache.evictable_size() == 64
-        assert all(r["state"]["budget"] >= 0 for r in replies)
+        assert all(r["state"]["budget"] >= 0 and r["state"]["loads_queued"] is False for r in replies)
+        assert all(r["computed"] for c, r in zip(SEQUENCE, replies) if c["call"] == "compute")
     finally:
         d.close()
 
@@ -199,6 +201,20 @@ def test_a_broken_lock_count_is_a_tree_lock_violation():
         node.lock_ref = -1
         v = first_violation(d, [{"call": "tick", "now": 1}])
         assert v["invariant"] == "tree.lock", v
+    finally:
+        d.close()
+
+
+def test_a_read_of_overwritten_bytes_is_a_content_violation():
+    d = make_driver(SEED004, content_every=0)
+    try:
+        hello(d)
+        run(d, [{"call": "admit", "rid": "a", "ns": 0, "tokens": A},
+                {"call": "compute", "rid": "a", "n": 24, "tokens": A}, {"call": "read", "rid": "a", "n": 24}])
+        slot = d.target.req_to_token_pool.req_to_token[d.reqs["a"].req_pool_idx, 5:6].to(torch.int64)
+        d.target.kv_pool.v_buffer[0][slot] = torch.zeros(1, 1, 2, device="cuda")
+        v = first_violation(d, [{"call": "read", "rid": "a", "n": 24}])
+        assert v["invariant"] == "content" and "request a reads [0, 24)" in v["detail"], v
     finally:
         d.close()
 

@@ -88,11 +88,12 @@ class Driver:
             try:
                 reply["state"] = self._state()
             except Exception:  # noqa: BLE001 - the state after a crash may be unreadable
-                reply["state"] = {"budget": 0, "storage_reads": False}
+                reply["state"] = {"budget": 0, "storage_reads": False, "loads_queued": False}
         return reply
 
     def _state(self):
-        return {"budget": self.target.budget(), "storage_reads": False}
+        loads_queued = any(getattr(r, "load_pending", False) for r in self.reqs.values())
+        return {"budget": self.target.budget(), "storage_reads": False, "loads_queued": loads_queued}
 
     # ---- checks --------------------------------------------------------------------------------
     def _device_violation(self):
@@ -158,7 +159,7 @@ class Driver:
         s = self.mods.source
         return {"sglang": {"root": s.root, "commit": s.commit, "tag": s.tag, "era": self.mods.era.name,
                            "kv_pool": self.target.kv_pool_kind},
-                "streams": self.target.streams, "storage": False}
+                "streams": self.target.streams, "stream_count": len(self.device.streams), "storage": False}
 
     def _req(self, request, must=True):
         rid = str(request.get("rid"))
@@ -289,11 +290,11 @@ class Driver:
         if n > len(tokens):
             raise DriverError(f"compute {req.rid}: n={n} past its {len(tokens)} tokens")
         if n <= req.computed:
-            return {"ok": True}
+            return {"computed": True}
         if request.get("oom"):
-            return {"ok": False}
+            return {"computed": False}
         if not self._alloc_positions(req, n):
-            return {"ok": False}
+            return {"computed": False}
         self._model_read(req)
         start = req.computed
         hashes = self.hashes[req.rid].extend_to(tokens)[start:n]
@@ -308,7 +309,34 @@ class Driver:
             # The scheduler caches a prefill's prefix: each middle chunk (chunked), then the end.
             t.cache.cache_unfinished_req(req, chunked=n < prompt) if n < prompt else \
                 t.cache.cache_unfinished_req(req)
-        return {"ok": True}
+        return {"computed": True}
+
+    def _call_read(self, request):
+        """The model's read of the request's first n tokens, in compute-stream order."""
+        from kvsim.sglang_target import checks  # noqa: PLC0415
+        t = self.target
+        req = self._req(request)
+        n = int(request.get("n", req.computed))
+        if n > req.kv_allocated_len:
+            raise DriverError(f"read {req.rid}: n={n} past its {req.kv_allocated_len} slots")
+        if n == 0:
+            return {}
+        if getattr(req, "load_pending", False):
+            self._start_loads()
+        counter = t.controller.layer_done_counter if t.controller is not None else None
+        if counter is not None:
+            counter.set_consumer(req.load_consumer if req.load_consumer is not None else -1)
+        try:
+            slots = t.req_to_token_pool.req_to_token[req.req_pool_idx, :n].to(torch.int64)
+            got = checks.read_device_kv(t, slots, wait=True)
+        finally:
+            if counter is not None:
+                counter.set_consumer(-1)
+        hashes = self.hashes[req.rid].extend_to(list(req.all_tokens))[:n]
+        v = checks.compare(f"request {req.rid} reads [0, {n})", got, hashes, t)
+        if v is not None:
+            raise _Found(v)
+        return {}
 
     def _alloc_positions(self, req, n):
         """Slots for positions [kv_allocated_len, n): the rest of the last page, then new pages,
