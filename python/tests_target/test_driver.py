@@ -98,7 +98,9 @@ def test_a_call_sequence_runs_clean_and_sglang_decides_the_hits(tag):
         cache = d.target.cache
         assert cache.protected_size_ == 0
         assert d.target.allocator.available_size() + cache.evictable_size() == 64
-        assert all(r["state"]["budget"] >= 0 and r["state"]["loads_queued"] is False for r in replies)
+        assert all(r["state"]["budget"] >= 0 for r in replies)
+        queued = [c.get("rid") for c, r in zip(SEQUENCE, replies) if r["state"]["loads_queued"]]
+        assert queued == ["a2"]  # only between the deferred admit and start_loads
         assert all(r["computed"] for c, r in zip(SEQUENCE, replies) if c["call"] == "compute")
     finally:
         d.close()
