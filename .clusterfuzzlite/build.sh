@@ -8,8 +8,12 @@ cmake -S "$SRC/kvsim" -B build -G Ninja \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_CXX_FLAGS="$CXXFLAGS" \
   -DKVSIM_FUZZ=ON -DKVSIM_FUZZ_ENGINE=external -DKVSIM_FUZZ_LINK_FLAGS="$LIB_FUZZING_ENGINE" \
-  -DKVSIM_TESTS=OFF -DKVSIM_BENCH=OFF -DKVSIM_TOOLS=OFF -DKVSIM_CUDA=OFF -DKVSIM_SANITIZE=OFF
-cmake --build build -j"$(nproc)"
+  -DKVSIM_TESTS=OFF -DKVSIM_BENCH=OFF -DKVSIM_TOOLS=OFF -DKVSIM_CUDA=OFF -DKVSIM_SANITIZE=OFF \
+  -DKVSIM_PYTHON=OFF
+# Only the fuzz targets (the libraries they link come with them).
+targets=()
+for src in "$SRC"/kvsim/fuzz/*_fuzzer.cpp; do targets+=("$(basename "$src" .cpp)"); done
+cmake --build build -j"$(nproc)" --target "${targets[@]}"
 
 for src in "$SRC"/kvsim/fuzz/*_fuzzer.cpp; do
   name=$(basename "$src" .cpp)
