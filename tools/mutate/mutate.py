@@ -14,6 +14,14 @@ assertions stays put and an object file can be compared with the original's):
   delete_stmt     a one-line expression statement (call, assignment, ++/--) -> ';'
   return_flip     return true/false/N;      ->  return false/true/other;
   swap_args       f(a, b)                   ->  f(b, a)          (two plain arguments)
+  stale_cache     a statement that keeps a cached value up to date (refresh_leaf, file_*,
+                  index_child, a *_size_ / *count_ / *hash* / *_key / clock_ update) -> ';'
+                  (a cached value left stale; such statements are this, never delete_stmt)
+  skip_rollback   a give-back call (free*, release*, unlock, restore*, rollback*, undo*, erase)
+                  right before a return (same or next line) -> ';' (a rollback skipped on a
+                  failure path; such statements are this, never delete_stmt)
+  policy_swap     return {A, B, ...};       ->  return {B, A, ...}  (a policy key's order)
+                  std::min( / std::max(     ->  std::max( / std::min(
 
 Lines are matched with comments and string literals blanked out. KV_ASSERT, KV_VERIFY and
 KV_PROBE statements (all their lines, when the condition spans several) and the bodies of
@@ -46,6 +54,10 @@ SKIP_LINE = re.compile(r"\b(KV_ASSERT|KV_VERIFY|KV_PROBE|KV_PROBE_IF|static_asse
 SKIP_FUNCTION = re.compile(r"^(sanity_check|check_\w*|to_string)$")
 FUNC_HEAD = re.compile(r"^[A-Za-z].*?\b([A-Za-z_]\w*)(?:::([A-Za-z_~]\w*))?\s*\(")
 PROBE = re.compile(r"KV_PROBE(?:_IF)?\((?:[^;]*?,\s*)?(\w+)\);", re.S)
+CACHE_NAME = re.compile(r"\b(refresh_leaf\w*|file_(?:device|host)_leaf|file_aux|index_child|"
+                        r"unindex_child|\w+_size_|\w*count_|\w*hash\w*|\w+_key|clock_|"
+                        r"device_children|\w+_occupied_)\b")
+GIVE_BACK = re.compile(r"\b(free\w*|release\w*|unlock|restore\w*|rollback\w*|undo\w*|erase)\s*\(")
 KEYWORDS = {"return", "if", "while", "for", "switch", "case", "else", "do", "break",
             "continue", "const", "auto", "static", "using", "namespace", "template",
             "typename", "class", "struct", "enum", "throw", "goto", "default", "delete", "new"}
@@ -94,9 +106,32 @@ def close_paren(text, open_at):
     return -1
 
 
-def sites_in_line(m):
-    """(col, end, operator, replacement) for every mutation of one masked line."""
+def deletion_kind(stmt, next_line):
+    """Which operator deletes this one-line statement: a rollback before a return, a cache
+    update, or a plain statement."""
+    if GIVE_BACK.search(stmt) and re.match(r"^\s*return\b", next_line):
+        return "skip_rollback"
+    if CACHE_NAME.search(stmt):
+        return "stale_cache"
+    return "delete_stmt"
+
+
+def sites_in_line(m, next_line=""):
+    """(col, end, operator, replacement) for every mutation of one masked line; next_line is
+    the next non-blank masked line (a rollback is a give-back right before a return)."""
     out = []
+    # A give-back call followed by a return on the same line: `{ free(x); return false; }`.
+    for call in re.finditer(r"(?<=[{;]\s)([\w.\->*]+\([^;{}]*\);)(?=\s*return\b)", m):
+        if GIVE_BACK.search(call.group(1)) and call.group(1).count("(") == call.group(1).count(")"):
+            out.append((call.start(1), call.end(1), "skip_rollback", ";"))
+    # Policy keys: the order of a returned brace list, min against max.
+    r = re.match(r"^\s*return\s+\{\s*([\w.\->]+),\s*([\w.\->]+)\s*((?:,[^{}]*)?)\};", m)
+    if r and r.group(1).strip() != r.group(2).strip():
+        out.append((r.start(1), r.end(2), "policy_swap",
+                    r.group(2).strip() + ", " + r.group(1).strip()))
+    for mm in re.finditer(r"\bstd::(min|max)\(", m):
+        out.append((mm.start(1), mm.end(1), "policy_swap",
+                    "max" if mm.group(1) == "min" else "min"))
     # Conditions of if/while whose parentheses close on this line.
     for kw in re.finditer(r"\b(if|while)\s*\(", m):
         open_at = kw.end() - 1
@@ -143,7 +178,7 @@ def sites_in_line(m):
         balanced = stmt.count("(") == stmt.count(")")
         if (head and balanced and (not first_word or first_word.group(0) not in KEYWORDS)
                 and not stmt.startswith("}")):
-            out.append((s.start(2), s.end(2), "delete_stmt", ";"))
+            out.append((s.start(2), s.end(2), deletion_kind(stmt, next_line), ";"))
     # f(a, b) with two plain arguments.
     for call in re.finditer(r"\b(\w+)\(\s*([\w.\->*&]+),\s*([\w.\->*&]+)\s*\)", m):
         if call.group(1) in KEYWORDS or call.group(2) == call.group(3):
@@ -196,7 +231,8 @@ def enumerate_file(path):
         if not func or SKIP_FUNCTION.match(func):
             continue
         m = mask(raw)
-        for col, end, op, rep in sites_in_line(m):
+        following = next((mask(x) for x in lines[no:no + 3] if x.strip()), "")
+        for col, end, op, rep in sites_in_line(m, following):
             before = raw[col:end]
             if before == rep:
                 continue

@@ -99,5 +99,66 @@ class MutateEngine(unittest.TestCase):
         self.assertEqual(sorted(probes), ["cache_host_evict_short", "cache_host_evict_while_protected"])
 
 
+# One line per case of the operators for the kinds of bug issue 28 names (a cached value left
+# stale, a rollback skipped, a policy key swapped); written to a temporary file by the test.
+KINDS_FIXTURE = """namespace demo {
+void touch(Node& node) {
+  node.last_access = ++clock_;
+  refresh_leaf(node);
+  evictable_size_ += node.size();
+  use(node);
+}
+bool extend(Cache& c) {
+  if (!swa) { c.free_device(*kv); return false; }
+  c.release_host(*n);
+  return true;
+}
+Key key_of(const Node& n) {
+  return {n.hit_count, n.last_access, n.id};
+}
+long fit(long a, long b) {
+  return std::min(a, b);
+}
+}  // namespace demo
+"""
+
+
+class KindOperators(unittest.TestCase):
+    def sites(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "kinds.cpp")
+            with open(path, "w") as f:
+                f.write(KINDS_FIXTURE)
+            return [(s["line"], s["op"], s["before"], s["after"]) for s in mutate.all_sites([path])
+                    if s["op"] in ("stale_cache", "skip_rollback", "policy_swap", "delete_stmt")]
+
+    def test_a_cache_update_is_stale_cache_and_a_plain_statement_stays_delete_stmt(self):
+        got = self.sites()
+        self.assertIn((3, "stale_cache", "node.last_access = ++clock_;", ";"), got)
+        self.assertIn((4, "stale_cache", "refresh_leaf(node);", ";"), got)
+        self.assertIn((5, "stale_cache", "evictable_size_ += node.size();", ";"), got)
+        self.assertIn((6, "delete_stmt", "use(node);", ";"), got)
+        # Each statement is deleted by one operator only: no mutant twice.
+        self.assertEqual(len({(l, b) for l, _, b, _ in got}), len(got))
+
+    def test_a_give_back_before_a_return_is_skip_rollback(self):
+        got = self.sites()
+        self.assertIn((9, "skip_rollback", "c.free_device(*kv);", ";"), got)
+        self.assertIn((10, "skip_rollback", "c.release_host(*n);", ";"), got)
+
+    def test_a_returned_key_and_min_max_are_policy_swap(self):
+        got = self.sites()
+        self.assertIn((14, "policy_swap", "n.hit_count, n.last_access", "n.last_access, n.hit_count"),
+                      got)
+        self.assertIn((17, "policy_swap", "min", "max"), got)
+
+    def test_the_kinds_are_in_the_core_sample_space(self):
+        files = sorted(os.path.join(d, f) for d in ("core/tree", "core/cache", "core/tiers")
+                       for f in os.listdir(d) if f.endswith(".cpp"))
+        ops = {s["op"] for s in mutate.all_sites(files)}
+        for op in ("stale_cache", "skip_rollback", "policy_swap"):
+            self.assertIn(op, ops)
+
+
 if __name__ == "__main__":
     unittest.main()
