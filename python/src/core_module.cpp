@@ -11,7 +11,12 @@
 //    core's freshly built index vector to numpy (the array owns it through a capsule); token
 //    buffers are read in place, int32 and int64 alike (the core compares wide ids without a
 //    narrowed copy); an insert's ids are range-checked against kvsim's 32-bit Token;
-//  - calls that do real work release the GIL; one mutex per tree serialises threads;
+//  - calls that do real work release the GIL; one mutex per tree serialises threads, and
+//    everything a call returns (node ids, slot arrays) is read while that mutex is held: another
+//    thread's evict may free a result's node the moment the mutex is released;
+//  - the throwing assertion handler is per thread in the core: every call installs it on the
+//    thread that makes the call, so a core assertion raises on any thread, not only the
+//    importing one;
 //  - a bad argument raises ValueError / TypeError before the core sees it; a violated core
 //    assertion raises kvsim.CoreAssertionError with the core's message, and that tree is
 //    poisoned: every later call raises kvsim.PoisonedError (its state is not trusted any more);
@@ -370,6 +375,7 @@ struct CallStats {
 // A lock held through the binding: the core's LockRecord, opaque to Python.
 struct PyLock {
   LockRecord record;
+  uint64_t tree = 0;  // the serial of the tree that took it: another tree refuses it
   NodeId node = 0;
   int64_t call = -1;  // index of the lock call in the recording, -1 when not recorded
   int64_t delta = 0;  // change of evictable_size() the lock made (<= 0), SGLang's delta
@@ -456,6 +462,8 @@ double env_seconds(const char* name) {
 }
 
 class PyTree;
+// Each tree's serial (never reused, unlike an address): a Lock names the tree it belongs to.
+std::atomic<uint64_t> g_next_tree_serial{1};
 // Trees with an open recording, closed at interpreter exit (kvsim/__init__.py's atexit hook).
 std::mutex g_recording_mu;
 std::set<PyTree*> g_recording;
@@ -550,17 +558,28 @@ class PyTree {
     if (!window_) return {rec_->path()};
     return window_->live();
   }
-  bool recording() const { return rec_ && rec_->active(); }
+  // Under the tree's mutex (a call on another thread may end the recording).
+  bool recording_now() {
+    std::lock_guard<std::mutex> g(mu_);
+    return recording();
+  }
 
   int32_t page_size() const { return tree_->page_size(); }
   const std::string& policy() const { return policy_; }
-  bool poisoned() const { return poisoned_; }
-  const std::string& poison_message() const { return poison_message_; }
+  bool poisoned() {
+    std::lock_guard<std::mutex> g(mu_);
+    return poisoned_;
+  }
+  std::string poison_message() {
+    std::lock_guard<std::mutex> g(mu_);
+    return poison_message_;
+  }
 
   py::tuple match_prefix(py::handle tokens_obj, Namespace ns) {
     Tokens tokens(tokens_obj, "tokens");
     MatchResult r;
     SlotBuffer slots;
+    NodeId last = 0;
     run(tokens.size(), [&] {
       // The tree before the call: the footer's sizes if the recording has to end before it.
       size_t nodes_before = 0;
@@ -578,6 +597,7 @@ class PyTree {
       stats_.match_calls += 1;
       stats_.match_tokens += static_cast<int64_t>(aligned(tokens.size()));
       stats_.hit_tokens += r.device_hit_length();
+      last = r.last_device_node->id;  // under the mutex: the node may be freed once it is released
       if (recording()) {
         const sim::CallOutcome out{r.device_hit_length(), r.last_device_node->id, 0};
         if (rec_->finish_match(&out)) {
@@ -592,7 +612,7 @@ class PyTree {
         }
       }
     });
-    return py::make_tuple(to_numpy(std::move(slots)), r.last_device_node->id);
+    return py::make_tuple(to_numpy(std::move(slots)), last);
   }
 
   py::tuple insert(py::handle tokens_obj, py::handle value_obj, Namespace ns) {
@@ -628,6 +648,7 @@ class PyTree {
       return device_value(slots.subspan(b, e - b), tree_->page_size(), scan.page_runs);
     };
     InsertResult r;
+    NodeId last = 0;
     run(n, [&] {
       // The tree before the call: the footer's sizes if the recording has to end before it.
       const bool rec = recording();
@@ -660,6 +681,8 @@ class PyTree {
       stats_.insert_calls += 1;
       stats_.insert_tokens += static_cast<int64_t>(n);
       stats_.new_tokens += static_cast<int64_t>(n) - r.prefix_len;
+      // Under the mutex: another thread's evict may free the node once it is released.
+      last = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
       if (recording()) {
         const NodeId node = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
         const sim::CallOutcome out{r.prefix_len, node, 0};
@@ -677,7 +700,6 @@ class PyTree {
         }
       }
     });
-    const NodeId last = r.last_node != nullptr ? r.last_node->id : tree_->root()->id;
     return py::make_tuple(r.prefix_len, last);
   }
 
@@ -701,6 +723,7 @@ class PyTree {
       out.record = tree_->lock(*node);
       out.delta = tree_->evictable_size() - before;
       out.node = node_id;
+      out.tree = serial_;
       stats_.lock_calls += 1;
       if (out.call >= 0 && recording()) {
         rec_->held(out.call, out.record);
@@ -714,6 +737,11 @@ class PyTree {
 
   // -> the change of evictable_size() (>= 0), SGLang's dec_lock_ref delta.
   int64_t unlock(const PyLock& lock) {
+    // A caller error, refused before the core sees the record: it names nodes of another tree.
+    if (lock.tree != serial_) {
+      throw py::value_error("unlock: this Lock (node " + std::to_string(lock.node) +
+                            ") was taken on another tree");
+    }
     int64_t delta = 0;
     run(0, [&] {
       const bool rec = recording() && rec_->begin_unlock_of(lock.call, lock.record);
@@ -878,19 +906,20 @@ class PyTree {
   }
 
   py::dict stats() {
+    const CallStats s = read([&] { return stats_; });  // written by calls without the GIL
     py::dict d;
-    d["match_calls"] = stats_.match_calls;
-    d["match_tokens"] = stats_.match_tokens;
-    d["hit_tokens"] = stats_.hit_tokens;
-    d["insert_calls"] = stats_.insert_calls;
-    d["insert_tokens"] = stats_.insert_tokens;
-    d["new_tokens"] = stats_.new_tokens;
-    d["evict_calls"] = stats_.evict_calls;
-    d["evict_requested"] = stats_.evict_requested;
-    d["evicted_tokens"] = stats_.evicted_tokens;
-    d["evicted_nodes"] = stats_.evicted_nodes;
-    d["lock_calls"] = stats_.lock_calls;
-    d["unlock_calls"] = stats_.unlock_calls;
+    d["match_calls"] = s.match_calls;
+    d["match_tokens"] = s.match_tokens;
+    d["hit_tokens"] = s.hit_tokens;
+    d["insert_calls"] = s.insert_calls;
+    d["insert_tokens"] = s.insert_tokens;
+    d["new_tokens"] = s.new_tokens;
+    d["evict_calls"] = s.evict_calls;
+    d["evict_requested"] = s.evict_requested;
+    d["evicted_tokens"] = s.evicted_tokens;
+    d["evicted_nodes"] = s.evicted_nodes;
+    d["lock_calls"] = s.lock_calls;
+    d["unlock_calls"] = s.unlock_calls;
     return d;
   }
 
@@ -906,11 +935,15 @@ class PyTree {
     return *n;
   }
 
-  // Runs f with assertion capture: a failed KV_ASSERT poisons the tree.
+  bool recording() const { return rec_ && rec_->active(); }
+
+  // Runs f with assertion capture: a failed KV_ASSERT poisons the tree. The core's handler is
+  // per thread, so it is installed here, on whichever thread makes the call.
   template <typename F>
   void guarded(F&& f) {
     if (poisoned_)
       throw Poisoned("kvsim tree is poisoned by an earlier core assertion: " + poison_message_);
+    ScopedThrowingAsserts throwing;
     try {
       f();
     } catch (const AssertionFailure& e) {
@@ -976,6 +1009,7 @@ class PyTree {
   std::optional<sim::CallKind> on_fail_;  // the call a failing assertion belongs to
   std::string policy_;
   std::mutex mu_;
+  const uint64_t serial_ = g_next_tree_serial.fetch_add(1);
   bool poisoned_ = false;
   std::string poison_message_;
   CallStats stats_;
@@ -1050,7 +1084,7 @@ PYBIND11_MODULE(_core, m) {
                              "the file being written (a window's current segment)")
       .def_property_readonly("recording_segments", &PyTree::recording_segments,
                              "the recording's files on disk, oldest first")
-      .def_property_readonly("recording", &PyTree::recording)
+      .def_property_readonly("recording", &PyTree::recording_now)
       .def("close_recording", &PyTree::close_recording)
       .def("flush_recording", &PyTree::flush_recording)
       .def_property_readonly("page_size", &PyTree::page_size)

@@ -193,7 +193,7 @@ def test_core_assertion_raises_and_poisons_only_that_tree():
     t.unlock(lock)
     with pytest.raises(kvsim.CoreAssertionError, match="Cannot decrement reference count = zero"):
         t.unlock(lock)  # a double unlock violates the core's lock law
-    assert t.poisoned and "radix_tree.cpp" in t.poison_message
+    assert t.poisoned and "core/tree/radix_tree" in t.poison_message
     for call in (lambda: t.match_prefix([1]), lambda: t.insert([3], [3]), lambda: t.total_size(),
                  lambda: t.evict(1), lambda: t.sanity_check()):
         with pytest.raises(kvsim.PoisonedError, match="Cannot decrement"):
