@@ -21,7 +21,7 @@ RunResult run_scenario(const RunRequest& request) {
       if (progress && (++ops & 0xffff) == 0) progress(ops, tick);
     };
   }
-  Scheduler scheduler(s, request.seed, std::move(arrivals), sink, request.setup);
+  Scheduler scheduler(s, request.seed, std::move(arrivals), sink, request.setup, request.target);
   return scheduler.run();
 }
 
@@ -31,7 +31,7 @@ RunResult replay_ops(const OpTrace& trace, const ExecutorSetup& setup) {
 
 ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
   ReplayReport report;
-  Executor executor(trace.scenario, trace.seed);
+  Executor executor(trace.scenario, trace.seed, trace.target);
   if (options.setup) options.setup(executor);
   const bool chained =
       options.check_chain && trace.checks.size() == trace.ops.size() && !trace.ops.empty();
@@ -77,7 +77,7 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
       }
     }
     if (!executor.failed()) executor.apply(Op{.kind = OpKind::kFlush});
-    for (int i = 0; i < 100000 && executor.cache().storage_enabled() && !executor.failed(); ++i) {
+    for (int i = 0; i < 100000 && executor.cache_under_test().storage_enabled() && !executor.failed(); ++i) {
       bool busy = false;
       for (uint32_t w = 0; w < 3 && !executor.failed(); ++w) {
         const OpOutcome o = executor.apply(Op{.kind = OpKind::kStorage, .target = w});
@@ -89,6 +89,7 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
     if (!executor.failed()) executor.check_quiescent();
   }
   RunResult& result = report.result;
+  result.target = executor.target();
   result.violation = executor.violation();
   result.event_hash = hash;
   result.stats = stats;

@@ -22,6 +22,7 @@ struct RunRequest {
   std::vector<Op>* record = nullptr;               // non-null: every op is appended
   std::vector<OpCheck>* checks = nullptr;          // non-null: each op's outcome and hash
   ExecutorSetup setup;                             // test hook (see executor.h)
+  Target target;                                   // the cache under test (default: kvsim's)
   // Called every 65,536 ops with the op count and the tick (the CLI's progress line).
   std::function<void(int64_t ops, int64_t tick)> progress;
 };

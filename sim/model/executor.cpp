@@ -5,43 +5,46 @@
 
 #include "core/common/assert.h"
 #include "sim/model/content_oracle.h"
+#include "sim/model/core_cache.h"
 #include "sim/model/option_contract.h"
+#include "sim/model/sglang_cache.h"
 #include "sim/workload/workload.h"
 
 namespace kvsim::sim {
 
-Executor::Executor(const Scenario& scenario, uint64_t seed)
-    : scenario_(scenario), gpu_rng_(rng_stream(seed, "executor.gpu")) {
-  if (scenario_.storage) storage_ = std::make_unique<StorageTier>(scenario_);
-  cache_ = std::make_unique<HiCache>(backend_, scenario_.cache,
-                                     storage_ ? storage_->backend() : nullptr);
-  const HiCacheOptions& c = scenario_.cache;
-  if (scenario_.sparse_index_bytes_per_page > 0) {
-    sparse_ = std::make_unique<SparseIndexBuffer>(
-        backend_, c.device_tokens / c.page_size + 1, c.layer_count,
-        static_cast<size_t>(scenario_.sparse_index_bytes_per_page), c.page_size);
-  }
-  if (pd()) {
-    metadata_ = std::make_unique<MetadataBuffers>(MetadataBuffersOptions{
-        .slot_count = static_cast<int32_t>(scenario_.scheduler.metadata_slots),
-        .hidden_state_bytes = 32});
+Executor::Executor(const Scenario& scenario, uint64_t seed, const Target& target)
+    : scenario_(scenario), target_(target) {
+  CacheContext ctx{.scenario = scenario_,
+                   .seed = seed,
+                   .fail = [this](std::string invariant,
+                                  std::string detail) { fail(std::move(invariant), std::move(detail)); },
+                   .stats = stats_};
+  if (target_.is_kvsim()) {
+    auto core = std::make_unique<KvsimCoreCache>(std::move(ctx));
+    core_ = core.get();
+    cut_ = std::move(core);
+  } else {
+    cut_ = make_sglang_cache(std::move(ctx), target_);
   }
   mix(seed);
 }
 
 Executor::~Executor() {
   if (observer_ != nullptr) observer_->on_executor_gone();
-  // Requests still holding slots are dropped without checks: the run is over.
-  for (auto& [rid, r] : requests_) {
-    if (r.kv && r.kv->active()) {
-      ScopedThrowingAsserts asserts;
-      try {
-        r.kv->abort();
-      } catch (const AssertionFailure&) {
-        r.kv->detach();  // the cache is broken already: drop the bookkeeping only
-      }
-    }
-  }
+}
+
+HiCache& Executor::cache() {
+  KV_ASSERT(core_ != nullptr, "the cache under test is not kvsim's core");
+  return core_->cache();
+}
+
+CpuBackend& Executor::backend() {
+  KV_ASSERT(core_ != nullptr, "the cache under test is not kvsim's core");
+  return core_->backend();
+}
+
+StorageBackend* Executor::storage() {
+  return core_ != nullptr ? core_->storage_backend() : nullptr;
 }
 
 std::string describe(const Violation& v) {
@@ -99,7 +102,7 @@ OpOutcome Executor::apply(const Op& op) {
     }
     if (op.kind != OpKind::kInject) {
       try {
-        release_injected();
+        cut_->release_injected();
       } catch (const AssertionFailure& e) {
         fail("core.assert", e.what());
       }
@@ -187,77 +190,26 @@ OpOutcome Executor::liveness() {
 
 void Executor::after_op(bool may_change_cache) {
   ++stats_.invariant_checks;
-  if (!backend_.violations().empty()) {
-    const BackendViolation& v = backend_.violations().front();
-    fail("stream_lifetime", v.kind + ": " + v.detail);
-    return;
-  }
-  if (storage_) {
-    if (storage_->faults().contract_broken()) {
-      fail("storage.contract", *storage_->faults().contract_broken());
-      return;
-    }
-    if (const std::string wrong = storage_stats_disagree(); !wrong.empty()) {
-      fail("storage.stats", wrong);
-      return;
-    }
-  }
-  const HiCache& cache = *cache_;
-  stats_.max_tree_nodes =
-      std::max(stats_.max_tree_nodes, static_cast<int64_t>(cache.tree().node_count()));
-  const int64_t allocated = cache.options().device_tokens - cache.available_device_size();
-  const int64_t accounted =
-      cache.tree().evictable_size() + cache.tree().protected_size() + cache.request_held_tokens();
-  if (allocated != accounted) {
-    fail("slots.conservation", "device pool: " + std::to_string(allocated) +
-                                   " tokens allocated but tree + requests account for " +
-                                   std::to_string(accounted));
-    return;
-  }
-  // Auto: the walk visits every node and every page, so run it once per (nodes + pages) / 8
-  // ops that may change the cache — a constant amortized cost per state change, whatever the
-  // size of the tree. An explicit full_every counts every applied op.
-  const bool automatic = scenario_.check.full_every <= 0;
-  if (automatic && !may_change_cache) return;
-  const int64_t walk_cost = static_cast<int64_t>(cache.tree().node_count()) +
-                            cache.options().device_tokens / cache.options().page_size +
-                            cache.options().host_tokens / cache.options().page_size;
-  const int64_t every =
-      automatic ? std::max<int64_t>(1, walk_cost / 8) : scenario_.check.full_every;
-  if (++since_full_check_ < every) return;
-  since_full_check_ = 0;
-  ++stats_.full_checks;
-  SanityReport report;
-  ScopedThrowingAsserts asserts;
-  try {
-    cache_->sanity_check(report);
-  } catch (const AssertionFailure& e) {
-    fail("core.assert", e.what());
-    return;
-  }
-  if (!report.ok()) {
-    const Violation& v = *report.first();
-    fail(v.invariant, describe(v));
-  }
+  cut_->check_after_op(may_change_cache);
 }
 
 OpOutcome Executor::dispatch(const Op& op) {
   if (op.kind == OpKind::kArrive) return arrive(op);
   if (op.kind == OpKind::kPoll) {
-    cache_->check_hicache_events();
+    cut_->poll();
     return {true, true};
   }
   if (op.kind == OpKind::kFlush) {
     // A flush lands every transfer, queued load-backs included (a trace shrunk without its
     // start_loads op still reaches quiescence).
-    if (cache_->controller().queued_loads() > 0) start_loads();
-    cache_->flush();
+    if (cut_->loads_queued()) start_loads();
+    cut_->flush();
     return {true, true};
   }
   if (op.kind == OpKind::kStartLoads) return start_loads();
   if (op.kind == OpKind::kStep) return step(op.target, op.n);
   if (op.kind == OpKind::kStorage) return storage(op.target, op.n);
-  if (op.kind == OpKind::kInject) return inject(op);
+  if (op.kind == OpKind::kInject) return cut_->inject(op);
   if (op.kind == OpKind::kTick) return tick(op.n);
   if (op.kind == OpKind::kLiveness) return liveness();
   auto it = requests_.find(op.rid);
@@ -301,10 +253,7 @@ OpOutcome Executor::arrive(const Op& op) {
   r.tokens.assign(op.prompt.begin(), op.prompt.end());
   extend_tokens(r);
   stats_.prompt_tokens += static_cast<int64_t>(op.prompt.size());
-  if (cache_->storage_enabled() && scenario_.scheduler.prefetch) {
-    MatchResult m = cache_->match_prefix(r.ns, r.tokens);
-    r.prefetching = cache_->prefetch_from_storage(r.rid, r.ns, *m.last_host_node, r.tokens, now_);
-  }
+  r.prefetching = cut_->arrive(r, now_);
   return {true, true};
 }
 
@@ -312,7 +261,6 @@ void Executor::release_request_memory(SimRequest& r) {
   // A finished request keeps its counters only: long traces hold millions of tokens.
   std::vector<Token>().swap(r.tokens);
   std::vector<uint64_t>().swap(r.prefix_hash);
-  r.metadata.reset();
 }
 
 void Executor::extend_tokens(SimRequest& r) {
@@ -326,9 +274,10 @@ void Executor::extend_tokens(SimRequest& r) {
 OpOutcome Executor::prefetch_check(SimRequest& r) {
   if (r.state != RequestState::kWaiting) return wrong_state(r, "waiting");
   if (!r.prefetching) return {true, true};
-  if (!cache_->check_prefetch_progress(r.rid, now_)) return {true, false};
+  const std::optional<int64_t> done = cut_->prefetch_done(r, now_);
+  if (!done) return {true, false};
   r.prefetching = false;
-  const int64_t loaded = cache_->pop_prefetch_loaded_tokens(r.rid);
+  const int64_t loaded = *done;
   stats_.storage_hit_tokens += loaded;
   mix(static_cast<uint64_t>(loaded));
   return {true, true};
@@ -337,38 +286,13 @@ OpOutcome Executor::prefetch_check(SimRequest& r) {
 OpOutcome Executor::admit(SimRequest& r, const Op& op) {
   if (r.state != RequestState::kWaiting) return wrong_state(r, "waiting");
   if (r.prefetching) return {true, false};  // the gate (prefetch_check) has not opened
-  const bool load_back = op.flag;
   const bool defer_load = op.target == 1;
-  auto kv = std::make_unique<RequestKV>(*cache_, r.ns);
-  const int64_t loaded_before = cache_->stats().load_back_tokens;
-  // PD decode receives the KV from a prefill instance: no prefix matching on this side.
-  std::optional<AdmitOutcome> out =
-      kv->admit(r.tokens, load_back, /*use_prefix_cache=*/!pd(), /*start_load=*/!defer_load,
-                op.quota >= 0 ? std::optional<int64_t>(op.quota) : std::nullopt);
+  const std::optional<AdmitDecision> out =
+      cut_->admit(r, /*load_back=*/op.flag, defer_load,
+                  op.quota >= 0 ? std::optional<int64_t>(op.quota) : std::nullopt);
   if (!out) return {true, false};
-  // RequestKV's contract: without allow_load_back nothing comes back from host.
-  if (!load_back &&
-      (out->host_hit_tokens != 0 || cache_->stats().load_back_tokens != loaded_before)) {
-    fail("admit.contract",
-         "request " + std::to_string(r.rid) + " was admitted without load-back, yet " +
-             std::to_string(cache_->stats().load_back_tokens - loaded_before) +
-             " token(s) were loaded back (host hit " + std::to_string(out->host_hit_tokens) + ")");
-  }
-  if (pd()) {
-    // The prefill side publishes the request's metadata; the decode side reads it once and
-    // the slot goes back to the pool (the request keeps its copy).
-    std::optional<MetadataSlot> slot = metadata_->alloc();
-    if (!slot) {
-      kv->abort();
-      return {true, false};
-    }
-    metadata_->set_buf(*slot, expected_metadata(r));
-    r.metadata = metadata_->get_buf(*slot);
-    metadata_->free(*slot);
-  }
-  r.kv = std::move(kv);
   r.state = RequestState::kRunning;
-  r.computed = r.kv->owned_from();
+  r.computed = out->owned_from;
   if (r.retracts == 0) {  // hit rates count each request's first admission only
     stats_.device_hit_tokens += out->device_hit_tokens;
     stats_.host_hit_tokens += out->host_hit_tokens;
@@ -383,19 +307,19 @@ OpOutcome Executor::admit(SimRequest& r, const Op& op) {
     r.load_queued = true;
     awaiting_loads_.push_back(r.rid);
   } else if (scenario_.check.content) {
-    read_prefix(r);
+    cut_->read_prefix(r);
   }
   return {true, true};
 }
 
 OpOutcome Executor::start_loads() {
   // SGLang's forward: one ready_to_load_host_cache for the batch, then every layer waits.
-  cache_->wait_for_load(cache_->ready_to_load_host_cache());
+  cut_->start_loads();
   for (RequestId rid : std::exchange(awaiting_loads_, {})) {
     SimRequest& r = requests_.at(rid);
     if (!r.load_queued) continue;  // retracted or aborted before its first forward
     r.load_queued = false;
-    if (scenario_.check.content) read_prefix(r);
+    if (scenario_.check.content) cut_->read_prefix(r);
   }
   return {true, true};
 }
@@ -421,27 +345,15 @@ OpOutcome Executor::compute(SimRequest& r, int64_t n, bool oom) {
     extend_tokens(r);
   }
   if (r.load_queued) start_loads();  // a forward reads the prefix: the batch's loads go first
-  if (oom || !r.kv->extend(target)) return {true, false};
-  forward(r, r.computed, target);
+  if (!cut_->compute(r, target, oom)) return {true, false};
   r.computed = target;
-  drive_compute();
   return {true, true};
 }
 
 OpOutcome Executor::finish(SimRequest& r) {
   if (r.state != RequestState::kRunning) return wrong_state(r, "running");
-  if (pd()) {
-    check_metadata(r);
-    r.kv->abort();  // a decode instance releases its slots; nothing goes into the tree
-    r.kv.reset();
-    set_done(r);
-    release_request_memory(r);
-    ++stats_.finished;
-    return {true, true};
-  }
   r.load_queued = false;
-  r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
-  r.kv.reset();
+  cut_->finish(r);
   set_done(r);
   release_request_memory(r);
   ++stats_.finished;
@@ -451,15 +363,8 @@ OpOutcome Executor::finish(SimRequest& r) {
 OpOutcome Executor::abort(SimRequest& r) {
   if (r.state == RequestState::kDone) return wrong_state(r, "live");
   r.load_queued = false;
-  if (r.state == RequestState::kRunning) {
-    r.kv->abort();
-    r.kv.reset();
-  }
-  r.cpu_copy.reset();
-  if (r.prefetching) {
-    cache_->release_aborted_request(r.rid);
-    r.prefetching = false;
-  }
+  cut_->abort(r);
+  r.prefetching = false;
   set_done(r);
   release_request_memory(r);
   ++stats_.aborted;
@@ -470,8 +375,7 @@ OpOutcome Executor::retract(SimRequest& r) {
   if (r.state != RequestState::kRunning) return wrong_state(r, "running");
   // Cache what was computed (the resumed request will match it), free the rest.
   r.load_queued = false;
-  r.kv->finish(std::span<const Token>(r.tokens).first(r.computed));
-  r.kv.reset();
+  cut_->retract(r);
   r.computed = 0;
   r.state = RequestState::kWaiting;
   ++r.retracts;
@@ -480,176 +384,50 @@ OpOutcome Executor::retract(SimRequest& r) {
 }
 
 OpOutcome Executor::step(uint32_t stream, int64_t n) {
-  if (stream >= backend_.stream_count()) {
+  if (stream >= cut_->stream_count()) {
     return reject("stream " + std::to_string(stream) + " does not exist (the backend has " +
-                  std::to_string(backend_.stream_count()) + ")");
+                  std::to_string(cut_->stream_count()) + ")");
   }
-  int64_t ran = 0;
-  while (ran < n && backend_.step(stream))
-    ++ran;
+  const int64_t ran = cut_->step(stream, n);
   mix(static_cast<uint64_t>(ran));
   return {true, ran > 0};
 }
 
-// The cache's storage statistics against what the store answered it (FaultyStorage counts):
-// "" when they agree. A page read back short counts as corrupt in the cache.
-std::string Executor::storage_stats_disagree() const {
-  const StorageCallCounts& c = storage_->faults().calls();
-  const HiCacheStats& s = cache_->stats();
-  const struct {
-    const char* stat;
-    int64_t cache;
-    uint64_t store;
-  } pairs[] = {
-      {"backed_up_pages (sets answered ok)", s.backed_up_pages, c.set_ok},
-      {"storage_write_failures (sets that failed)", s.storage_write_failures, c.set_failed},
-      {"storage_hit_pages (gets answered ok, whole)", s.storage_hit_pages, c.get_ok},
-      {"storage_miss_pages (gets answered miss)", s.storage_miss_pages, c.get_miss},
-      {"storage_read_errors (gets answered io_error)", s.storage_read_errors, c.get_io_error},
-      {"storage_corrupt_pages (gets answered corrupt or short)", s.storage_corrupt_pages,
-       c.get_corrupt + c.get_short},
-  };
-  for (const auto& p : pairs) {
-    if (p.cache != static_cast<int64_t>(p.store)) {
-      return std::string(p.stat) + ": the cache counts " + std::to_string(p.cache) +
-             ", the store answered " + std::to_string(p.store);
-    }
-  }
-  return "";
-}
-
-StorageRunStats Executor::storage_stats() const {
-  return storage_ ? storage_->summary(cache_->stats()) : StorageRunStats{};
-}
-
 OpOutcome Executor::storage(uint32_t worker, int64_t fault) {
-  if (!cache_->storage_enabled()) return reject("the scenario has no storage tier");
-  const int64_t code = fault & 0xff;
-  const auto skip = static_cast<uint32_t>((fault >> kStorageFaultSkipShift) & 0xff);
-  const auto f = code > 0 && code < static_cast<int64_t>(kStorageFaults)
-                     ? static_cast<StorageFault>(code)
-                     : StorageFault::kNone;
-  if (f == StorageFault::kSlowIo) {
-    storage_->faults().count_slow_io();
-    return {true, false};  // the worker is busy with a slow request: no progress this step
-  }
-  storage_->faults().arm(f, skip);
-  struct Disarm {
-    FaultyStorage& faults;
-    ~Disarm() { faults.disarm(); }
-  } disarm{storage_->faults()};
-  bool did = false;
-  switch (worker) {
-    case 0:
-      did = cache_->storage_query_step();
-      break;
-    case 1:
-      did = cache_->storage_io_step();
-      break;
-    case 2:
-      did = cache_->storage_backup_step();
-      break;
-    default:
-      return reject("no storage worker " + std::to_string(worker));
-  }
-  return {true, did};
+  if (!cut_->storage_enabled()) return reject("the scenario has no storage tier");
+  return cut_->storage(worker, fault);
 }
 
-void Executor::drive_compute() {
-  const StreamId compute = backend_.compute_stream();
-  while (backend_.pending_ops(compute) > 0) {
-    if (backend_.step(compute)) continue;
-    // Compute waits on an event of another stream: advance a runnable one, chosen at random.
-    std::vector<StreamId> runnable;
-    for (StreamId s : backend_.streams()) {
-      if (s != compute && backend_.runnable(s)) runnable.push_back(s);
-    }
-    KV_ASSERT(!runnable.empty(),
-              "compute stream deadlocked: " + backend_.head_description(compute));
-    backend_.step(runnable[gpu_rng_.below(runnable.size())]);
+OpOutcome Executor::offload(SimRequest& r) {
+  if (!pd()) return OpOutcome{.why = "offload is a pd-mode op; the scenario is not pd"};
+  if (r.state != RequestState::kRunning) {
+    return OpOutcome{.why = "request " + std::to_string(r.rid) + " is not running"};
   }
+  cut_->offload(r);
+  r.state = RequestState::kOffloaded;
+  ++stats_.offloaded;
+  return {true, true};
 }
 
-void Executor::forward(SimRequest& r, size_t from, size_t to) {
-  const StreamId compute = backend_.compute_stream();
-  std::vector<std::byte> bytes;
-  auto write_runs = [&](KVPool& pool, const IndexVector& slots, ContentKind kind) {
-    const KVPoolView& view = pool.view();
-    for (int32_t layer = 0; layer < view.layer_count; ++layer) {
-      slots.for_each_run(from, to, [&](size_t i, size_t j) {
-        bytes.resize((j - i) * view.item_bytes);
-        fill_items(r.prefix_hash, i, j - i, layer, kind, view.item_bytes, bytes.data());
-        backend_.upload_async(compute, view.block, view.offset(layer, slots[i]), bytes, "forward");
-      });
-    }
-  };
-  write_runs(cache_->device_pool(), r.kv->kv(), ContentKind::kFull);
-  if (sparse_) {  // indexer keys of each page this forward completes
-    const auto page = static_cast<size_t>(scenario_.cache.page_size);
-    bytes.assign(sparse_->bytes_per_page(), std::byte{0});
-    for (size_t end = (from / page + 1) * page; end <= to; end += page) {
-      const int64_t p = r.kv->kv()[end - page] / static_cast<SlotIndex>(page);
-      for (int32_t layer = 0; layer < sparse_->layer_count(); ++layer) {
-        fill_item(r.prefix_hash[end - 1], end - 1, layer, ContentKind::kIndexer, bytes);
-        sparse_->write_page_async(compute, layer, p, bytes);
-      }
-    }
+OpOutcome Executor::resume(SimRequest& r) {
+  if (r.state != RequestState::kOffloaded) {
+    return OpOutcome{.why = "request " + std::to_string(r.rid) + " was not offloaded"};
   }
-  if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
-    write_runs(swa->device_pool(), *r.kv->swa(), ContentKind::kSwa);
-  }
-  if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
-    // The state checkpoint at the last page boundary (what the tree may adopt at finish).
-    const auto page = static_cast<size_t>(scenario_.cache.page_size);
-    const size_t aligned = to / page * page;
-    const KVPoolView& view = mamba->device_pool().view();
-    for (int32_t layer = 0; layer < view.layer_count; ++layer) {
-      bytes.assign(view.item_bytes, std::byte{0});
-      if (aligned > 0) {
-        fill_item(r.prefix_hash[aligned - 1], aligned - 1, layer, ContentKind::kMamba, bytes);
-      }
-      backend_.upload_async(compute, view.block, view.offset(layer, *r.kv->mamba_state()), bytes,
-                            "forward state");
-    }
-  }
+  if (!cut_->resume(r)) return {true, false};
+  r.state = RequestState::kRunning;
+  ++stats_.resumed;
+  cut_->verify_resumed(r);
+  return {true, true};
 }
 
-OpOutcome Executor::inject(const Op& op) {
-  if (!cache_->options().hierarchical && op.target == 0) return {};
-  // Targets 0 and 1 leave `n` pages free (0: none): a pool full, or nearly full.
-  auto hold = [&](PagedSlotAllocator& slots) {
-    const int64_t free = slots.available_size() - op.n * slots.page_size();
-    if (free <= 0) return;
-    std::optional<IndexVector> pages = slots.alloc(free);
-    KV_ASSERT(pages.has_value(), "a pool's free pages could not be allocated");
-    injected_.emplace_back(&slots, std::move(*pages));
-  };
-  switch (op.target) {
-    case 0:  // host pools full: the main one and the side pools'
-      hold(cache_->host_slots());
-      for (ComponentType t : {ComponentType::kSwa, ComponentType::kMamba}) {
-        if (SidePool* p = cache_->side_pool(t)) hold(p->host_slots());
-      }
-      return {true, true};
-    case 1:
-      hold(cache_->device_slots());
-      return {true, true};
-    case 2:
-      backend_.delay_event_queries(op.n);
-      return {true, true};
-    default:
-      return {};
+void Executor::check_quiescent() {
+  if (violation_) return;
+  for (const auto& [rid, r] : requests_) {
+    if (r.state != RequestState::kDone) {
+      fail("quiescence", "request " + std::to_string(rid) + " never finished");
+    }
   }
-}
-
-void Executor::release_injected() {
-  backend_.delay_event_queries(0);
-  // Last held, first given back.
-  while (!injected_.empty()) {
-    auto [slots, pages] = std::move(injected_.back());
-    injected_.pop_back();
-    slots->free(pages);
-  }
+  cut_->check_quiescent();
 }
 
 }  // namespace kvsim::sim

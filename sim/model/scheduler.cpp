@@ -6,9 +6,9 @@ namespace kvsim::sim {
 
 Scheduler::Scheduler(const Scenario& scenario, uint64_t seed,
                      std::unique_ptr<ArrivalSource> arrivals, OpSink sink,
-                     const ExecutorSetup& setup)
+                     const ExecutorSetup& setup, const Target& target)
     : scenario_(scenario),
-      executor_(scenario, seed),
+      executor_(scenario, seed, target),
       faults_(scenario.faults, seed),
       rng_(rng_stream(seed, "scheduler")),
       arrivals_(std::move(arrivals)),
@@ -46,6 +46,7 @@ RunResult Scheduler::run() {
   RunResult result;
   result.violation = executor_.failed() ? executor_.violation() : violation_;
   result.event_hash = executor_.event_hash();
+  result.target = executor_.target();
   result.stats = executor_.stats();
   result.storage = executor_.storage_stats();
   result.ticks = static_cast<int64_t>(executor_.now());  // the last tick op: what replay sees
@@ -109,16 +110,17 @@ bool Scheduler::iteration() {
 }
 
 void Scheduler::progress_copies_and_storage() {
-  CacheController& controller = executor_.cache().controller();
   // The GPU runs every stream on its own, compute included (index uploads and the start
   // events of copies are queued there even when no forward runs this iteration).
-  const StreamId compute = executor_.backend().compute_stream();
-  for (StreamId stream : {compute, controller.write_stream(), controller.load_stream()}) {
+  for (uint32_t stream : executor_.cache_under_test().progress_streams()) {
     if (faults_.fire(FaultSite::kCopyDelay)) continue;
     const int64_t n = 1 + static_cast<int64_t>(rng_.below(8));
     if (!emit(Op{.kind = OpKind::kStep, .n = n, .target = stream})) return;
   }
-  if (!executor_.cache().storage_enabled() || faults_.fire(FaultSite::kStorageStall)) return;
+  if (!executor_.cache_under_test().storage_enabled() ||
+      faults_.fire(FaultSite::kStorageStall)) {
+    return;
+  }
   for (uint32_t worker = 0; worker < 3; ++worker) {
     const uint64_t units = rng_.below(3);
     for (uint64_t i = 0; i < units; ++i) {
@@ -134,13 +136,7 @@ void Scheduler::progress_copies_and_storage() {
 
 // True when a prefetch has pages left to read: a read fault now meets a read.
 bool Scheduler::reading_storage() {
-  for (const auto& [rid, op] : executor_.cache().prefetches()) {
-    if (op.state == PrefetchOp::State::kTransfer && !op.terminated &&
-        op.completed_tokens < op.hit_tokens) {
-      return true;
-    }
-  }
-  return false;
+  return executor_.cache_under_test().storage_reads_pending();
 }
 
 // At most one storage fault per step, of a kind the worker meets: reads for the I/O worker,
@@ -217,7 +213,7 @@ bool Scheduler::preempt(RequestId rid) {
 
 void Scheduler::admit_waiting() {
   const SchedulerOptions& o = scenario_.scheduler;
-  HiCache& cache = executor_.cache();
+  const CacheUnderTest& cache = executor_.cache_under_test();
   // A running request went without memory in the last forward: admitting or resuming more
   // would take the room it waits for (SGLang's PrefillAdder stops admitting when memory runs
   // short). Without this a starved pool livelocks the model: the request retracted (or
@@ -245,7 +241,7 @@ void Scheduler::admit_waiting() {
     }
     // Budget: what is free or evictable, minus what running requests will still need.
     const int64_t reserved = static_cast<int64_t>(running_.size()) * o.decode_reserve_tokens;
-    const int64_t budget = cache.available_device_size() + cache.tree().evictable_size() - reserved;
+    const int64_t budget = cache.admission_budget() - reserved;
     const int64_t first_chunk =
         std::min<int64_t>(o.chunk_tokens, static_cast<int64_t>(r->tokens.size()));
     if (budget < first_chunk + o.decode_reserve_tokens && !running_.empty()) return;
@@ -371,7 +367,7 @@ bool Scheduler::check_liveness() {
 // After the last request: every transfer lands, every ack is consumed, storage goes idle.
 bool Scheduler::drain() {
   if (!emit(Op{.kind = OpKind::kFlush})) return false;
-  if (executor_.cache().storage_enabled()) {
+  if (executor_.cache_under_test().storage_enabled()) {
     for (int rounds = 0; rounds < 1000000; ++rounds) {
       OpOutcome a, b, c;
       if (!emit(Op{.kind = OpKind::kStorage, .target = 0}, &a)) return false;

@@ -48,6 +48,7 @@ struct RunResult {
   std::array<uint64_t, kFaultSites> faults_fired{};
   StorageRunStats storage;               // the storage tier at the end of the run
   std::vector<RequestHit> request_hits;  // by rid; requests that were never admitted are absent
+  Target target;                         // the cache under test (with the commit it ran)
   bool ok() const { return !violation.has_value(); }
 };
 
@@ -59,7 +60,7 @@ class Scheduler {
  public:
   // Takes the arrivals from `arrivals` as the clock reaches them (one ahead).
   Scheduler(const Scenario& scenario, uint64_t seed, std::unique_ptr<ArrivalSource> arrivals,
-            OpSink sink = {}, const ExecutorSetup& setup = {});
+            OpSink sink = {}, const ExecutorSetup& setup = {}, const Target& target = {});
   RunResult run();
 
  private:

@@ -40,7 +40,7 @@ nlohmann::json op_args(size_t index, const Op& op) {
     j["prompt_len"] = op.prompt.size();
     j.erase("prompt");
   }
-  j["index"] = index;
+  j["op_number"] = index + 1;  // 1-based, as the run summary and tree pictures say
   return j;
 }
 
@@ -54,14 +54,15 @@ void TimelineRecorder::attach(Executor& executor) {
   executor_ = &executor;
   scenario_ = executor.scenario().name;
   executor.set_observer(this);
-  executor.backend().set_observer(this);
+  // Stream tracks come from kvsim's CPU backend; another cache under test gets the op track.
+  if (executor.core() != nullptr) executor.backend().set_observer(this);
   tracks_[kOpsTid] = "ops";
 }
 
 void TimelineRecorder::detach() {
   if (executor_ == nullptr) return;
   executor_->set_observer(nullptr);
-  executor_->backend().set_observer(nullptr);
+  if (executor_->core() != nullptr) executor_->backend().set_observer(nullptr);
   executor_ = nullptr;
 }
 
@@ -159,7 +160,7 @@ void TimelineRecorder::after_op(size_t index, const Op& op, const OpOutcome& out
          {"tid", tid},
          {"ts", clock_++},
          {"dur", 1},
-         {"args", {{"op_index", index}}}});
+         {"args", {{"op_number", index + 1}}}});
   }
   if (outcome.applied && op.rid != 0) {
     switch (op.kind) {
@@ -168,15 +169,16 @@ void TimelineRecorder::after_op(size_t index, const Op& op, const OpOutcome& out
           const auto load = std::find_if(
               enqueued_during_op_.begin(), enqueued_during_op_.end(),
               [&](const auto& kv) { return executor_->backend().stream_name(kv.first) == "load"; });
-          request_instant(op.rid, "admit", {{"op_index", index}, {"load_back", op.flag}});
+          request_instant(op.rid, "admit", {{"op_number", index + 1}, {"load_back", op.flag}});
           if (load != enqueued_during_op_.end()) {
-            request_instant(op.rid, "load-back", {{"op_index", index}, {"ops", load->second}});
+            request_instant(op.rid, "load-back", {{"op_number", index + 1}, {"ops", load->second}});
           }
           phase(op.rid, "running");
         }
         break;
       case OpKind::kCompute:
-        request_instant(op.rid, "forward", {{"op_index", index}, {"n", op.n}, {"ok", outcome.ok}});
+        request_instant(op.rid, "forward",
+                        {{"op_number", index + 1}, {"n", op.n}, {"ok", outcome.ok}});
         break;
       case OpKind::kFinish:
         end_request(op.rid, "finish");
@@ -185,15 +187,15 @@ void TimelineRecorder::after_op(size_t index, const Op& op, const OpOutcome& out
         end_request(op.rid, "abort");
         break;
       case OpKind::kRetract:
-        request_instant(op.rid, "retract", {{"op_index", index}});
+        request_instant(op.rid, "retract", {{"op_number", index + 1}});
         phase(op.rid, "waiting");
         break;
       case OpKind::kOffload:
-        request_instant(op.rid, "offload", {{"op_index", index}});
+        request_instant(op.rid, "offload", {{"op_number", index + 1}});
         phase(op.rid, "offloaded");
         break;
       case OpKind::kResume:
-        request_instant(op.rid, "resume", {{"op_index", index}});
+        request_instant(op.rid, "resume", {{"op_number", index + 1}});
         phase(op.rid, "running");
         break;
       default:
@@ -215,7 +217,7 @@ void TimelineRecorder::after_op(size_t index, const Op& op, const OpOutcome& out
          {"s", "g"},
          {"tid", kOpsTid},
          {"ts", clock_ - 1},
-         {"args", {{"invariant", v.invariant}, {"detail", v.detail}, {"op_index", index}}}});
+         {"args", {{"invariant", v.invariant}, {"detail", v.detail}, {"op_number", index + 1}}}});
     violation_marked_ = true;
   }
 }
@@ -228,7 +230,7 @@ void TimelineRecorder::on_fault(std::string_view site) {
        {"s", "t"},
        {"tid", kFaultsTid},
        {"ts", clock_},
-       {"args", {{"after_op", op_index_}}}});
+       {"args", {{"after_op", op_index_ + 1}}}});
 }
 
 void TimelineRecorder::on_enqueue(const CpuOp& op) {
@@ -254,14 +256,14 @@ void TimelineRecorder::on_record(StreamId stream, EventId event) {
        {"tid", tid},
        {"ts", clock_++},
        {"dur", 1},
-       {"args", {{"event", event.value}, {"op_index", op_index_}}}});
+       {"args", {{"event", event.value}, {"op_number", op_index_ + 1}}}});
 }
 
 void TimelineRecorder::on_run(const CpuOp& op) {
   const int tid = stream_tid(op.stream);
   last_run_[op.stream] = op.id;
   const uint64_t ts = clock_++;
-  nlohmann::json args = {{"backend_op", op.id}, {"label", op.label}, {"op_index", op_index_}};
+  nlohmann::json args = {{"backend_op", op.id}, {"label", op.label}, {"op_number", op_index_ + 1}};
   switch (op.kind) {
     case CpuOpKind::kCopy:
       args["bytes"] = op.bytes;

@@ -4,8 +4,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "core/tiers/memory_storage.h"
 
@@ -114,6 +116,42 @@ std::string tree_dot(Executor& executor, const TreePictureOptions& options) {
   tree.for_each_node([&](const TreeNode& n) {
     if (n.parent != nullptr) os << "  n" << n.parent->id << " -> n" << n.id << ";\n";
   });
+  // Wide trees wrap: the children of a node with many children are staggered over three ranks
+  // (what Graphviz's `unflatten -l 3` does for leaves), by invisible edges that ask for a longer
+  // drop, so a fan of 15 leaves is about a third as wide.
+  constexpr size_t kFanToStagger = 5;
+  std::map<NodeId, std::vector<NodeId>> children;  // ordered: the same DOT for the same tree
+  tree.for_each_node([&](const TreeNode& n) {
+    if (n.parent != nullptr) children[n.parent->id].push_back(n.id);
+  });
+  for (const auto& [parent, kids] : children) {
+    if (kids.size() < kFanToStagger) continue;
+    // Leaves first in the cycle, then subtrees (each moves down with its whole subtree), so a
+    // rank holds about a third of the fan either way.
+    size_t k = 0;
+    for (const bool leaves : {true, false}) {
+      for (const NodeId c : kids) {
+        if (children.count(c) == (leaves ? 1u : 0u)) continue;
+        if (k % 3 != 0) {
+          os << "  n" << parent << " -> n" << c << " [style=invis, minlen=" << 1 + k % 3
+             << "];\n";
+        }
+        ++k;
+      }
+    }
+  }
+  // The legend: what the fill colours and the highlighted box mean.
+  os << "  legend [shape=plaintext, style=\"\", label=<<table border=\"0\" cellborder=\"1\" "
+        "cellspacing=\"0\" cellpadding=\"3\"><tr><td colspan=\"2\"><b>full KV "
+        "residency</b></td></tr>"
+        "<tr><td bgcolor=\"lightblue\">device</td><td>on the GPU only</td></tr>"
+        "<tr><td bgcolor=\"palegreen\">both</td><td>device and host</td></tr>"
+        "<tr><td bgcolor=\"khaki\">host</td><td>host only (load back to use)</td></tr>"
+        "<tr><td bgcolor=\"lightgray\">storage</td><td>evicted, pages in storage</td></tr>"
+        "<tr><td bgcolor=\"mistyrose\">evicted</td><td>no KV left (tombstone)</td></tr>"
+        "<tr><td><font color=\"red\">red box</font></td><td>the node the violation names</td>"
+        "</tr><tr><td colspan=\"2\">lock: device lock_ref; host protect: host_lock_ref</td>"
+        "</tr></table>>];\n";
   os << "}\n";
   return os.str();
 }
@@ -159,16 +197,19 @@ void TreeCapture::before_op(size_t index, const Op& op) {
 void TreeCapture::after_op(size_t index, const Op& op, const OpOutcome& outcome) {
   if (next_ != nullptr) next_->after_op(index, op, outcome);
   ops_seen_ = index + 1;
-  if (executor_ == nullptr) return;
+  // Pictures draw kvsim's core; another cache under test has no tree here to draw.
+  if (executor_ == nullptr || executor_->core() == nullptr) return;
   if (at_ && *at_ == index) {
-    TreePictureOptions o{.title = title_ + " after op " + std::to_string(index)};
+    // Ops are numbered from 1 wherever a person reads them: op N is the N-th op of the trace,
+    // the one the run summary's "after op N" names.
+    TreePictureOptions o{.title = title_ + " after op " + std::to_string(index + 1)};
     if (executor_->failed()) o.highlight = violation_node(*executor_->violation());
     at_dot_ = tree_dot(*executor_, o);
   }
   if (executor_->failed() && !failure_dot_) {
     const SimViolation& v = *executor_->violation();
     failure_dot_ = tree_dot(*executor_, {.title = title_ + " at its failure after op " +
-                                                  std::to_string(index) + ": " + v.invariant,
+                                                  std::to_string(index + 1) + ": " + v.invariant,
                                          .highlight = violation_node(v)});
   }
 }

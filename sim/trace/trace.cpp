@@ -153,6 +153,8 @@ void WorkloadTraceWriter::close() {
 
 void write_op_trace(const std::string& path, const OpTrace& trace) {
   std::vector<nlohmann::json> lines{header("ops", trace.scenario, trace.seed)};
+  // A run of another cache names it (and the commit it ran), so a replay runs the same code.
+  if (!trace.target.is_kvsim()) lines.front()["target"] = to_json(trace.target);
   if (trace.violation) lines.front()["violation"] = violation_json(*trace.violation);
   const bool chained = trace.checks.size() == trace.ops.size();
   for (size_t i = 0; i < trace.ops.size(); ++i) {
@@ -212,6 +214,7 @@ AnyTrace read_trace_stream(std::istream& in, const std::string& path) {
           parse_scenario(r.raw("scenario"), where + " (scenario)", ScenarioUse::kReplay);
       r.raw("violation");  // informational; the footer carries the same
       r.raw("import");     // informational: what kvsim import-sglang mapped and could not
+      if (r.has("target")) trace.ops.target = target_from_json(r.raw("target"), where);
       r.finish();
       trace.workload.scenario = trace.ops.scenario = s;
       trace.workload.seed = trace.ops.seed = seed;

@@ -25,6 +25,7 @@
 #include "sim/model/faults.h"
 #include "sim/base/hex64.h"
 #include "sim/model/op.h"
+#include "sim/model/target.h"
 #include "sim/config/scenario.h"
 #include "sim/workload/workload.h"
 
@@ -47,6 +48,7 @@ struct WorkloadTrace {
 struct OpTrace {
   Scenario scenario;
   uint64_t seed = 0;
+  Target target;  // the cache the ops ran on (kvsim's core unless the header names another)
   std::vector<Op> ops;
   // From the footer.
   std::optional<uint64_t> event_hash;

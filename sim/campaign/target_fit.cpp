@@ -1,0 +1,41 @@
+#include "sim/campaign/target_fit.h"
+
+namespace kvsim::sim {
+
+TargetCapabilities capabilities_of(const Target& target) {
+  if (target.is_kvsim()) {
+    return TargetCapabilities{.storage = true, .hybrid = true, .sparse_index = true, .pd = true};
+  }
+  return TargetCapabilities{};
+}
+
+std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
+  const TargetCapabilities can = capabilities_of(target);
+  std::vector<std::string> off;
+  if (!can.hybrid && s.cache.has_swa()) {
+    s.cache.swa_window_tokens = 0;
+    s.cache.swa_device_tokens = 0;
+    s.cache.swa_host_tokens = 0;
+    off.emplace_back("swa");
+  }
+  if (!can.hybrid && s.cache.has_mamba()) {
+    s.cache.mamba_device_states = 0;
+    s.cache.mamba_host_states = 0;
+    off.emplace_back("mamba");
+  }
+  if (!can.sparse_index && s.sparse_index_bytes_per_page > 0) {
+    s.sparse_index_bytes_per_page = 0;
+    off.emplace_back("sparse_index");
+  }
+  if (!can.pd && s.scheduler.mode == SchedulerMode::kPd) {
+    s.scheduler.mode = SchedulerMode::kNormal;
+    off.emplace_back("pd");
+  }
+  if (!can.storage && s.storage) {
+    s.storage = false;
+    off.emplace_back("storage");
+  }
+  return off;
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,29 @@
+// Fitting a drawn configuration to the cache under test. The swarm draws every feature kvsim's
+// core has; another target (SGLang's own cache through its driver) supports a subset — today
+// full-attention HiCache with device, host and storage tiers, not the hybrid components, the
+// sparse index or PD decode (issue 31 adds those). A hunt of such a target turns the features it
+// lacks off in each drawn unit, so every unit runs instead of being refused by the driver.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/config/scenario.h"
+#include "sim/model/target.h"
+
+namespace kvsim::sim {
+
+struct TargetCapabilities {
+  bool storage = true;
+  bool hybrid = false;  // SWA and Mamba components
+  bool sparse_index = false;
+  bool pd = false;
+};
+
+TargetCapabilities capabilities_of(const Target& target);
+
+// Turns off what `target` cannot run; returns what it turned off ("swa", "mamba", ...), empty
+// when the scenario runs as drawn.
+std::vector<std::string> fit_to_target(Scenario& s, const Target& target);
+
+}  // namespace kvsim::sim

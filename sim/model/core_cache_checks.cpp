@@ -1,0 +1,236 @@
+// KvsimCoreCache: the checks — after every op, the model's reads against the content oracle,
+// and quiescence at the end of a run.
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "sim/model/content_oracle.h"
+#include "sim/model/core_cache.h"
+
+namespace kvsim::sim {
+
+namespace {
+
+// "detail (node N, slot S)" of a core violation.
+std::string describe_violation(const Violation& v) {
+  std::string s = v.detail;
+  if (v.node) s += " (node " + std::to_string(*v.node) + ")";
+  if (v.slot) s += " (slot " + std::to_string(*v.slot) + ")";
+  return s;
+}
+
+}  // namespace
+
+void KvsimCoreCache::check_after_op(bool may_change_cache) {
+  if (!backend_.violations().empty()) {
+    const BackendViolation& v = backend_.violations().front();
+    fail("stream_lifetime", v.kind + ": " + v.detail);
+    return;
+  }
+  if (storage_) {
+    if (storage_->faults().contract_broken()) {
+      fail("storage.contract", *storage_->faults().contract_broken());
+      return;
+    }
+    if (const std::string wrong = storage_stats_disagree(); !wrong.empty()) {
+      fail("storage.stats", wrong);
+      return;
+    }
+  }
+  const HiCache& cache = *cache_;
+  ctx_.stats.max_tree_nodes =
+      std::max(ctx_.stats.max_tree_nodes, static_cast<int64_t>(cache.tree().node_count()));
+  const int64_t allocated = cache.options().device_tokens - cache.available_device_size();
+  const int64_t accounted =
+      cache.tree().evictable_size() + cache.tree().protected_size() + cache.request_held_tokens();
+  if (allocated != accounted) {
+    fail("slots.conservation", "device pool: " + std::to_string(allocated) +
+                                   " tokens allocated but tree + requests account for " +
+                                   std::to_string(accounted));
+    return;
+  }
+  // Auto: the walk visits every node and every page, so run it once per (nodes + pages) / 8
+  // ops that may change the cache — a constant amortized cost per state change, whatever the
+  // size of the tree. An explicit full_every counts every applied op.
+  const bool automatic = scenario_.check.full_every <= 0;
+  if (automatic && !may_change_cache) return;
+  const int64_t walk_cost = static_cast<int64_t>(cache.tree().node_count()) +
+                            cache.options().device_tokens / cache.options().page_size +
+                            cache.options().host_tokens / cache.options().page_size;
+  const int64_t every =
+      automatic ? std::max<int64_t>(1, walk_cost / 8) : scenario_.check.full_every;
+  if (++since_full_check_ < every) return;
+  since_full_check_ = 0;
+  ++ctx_.stats.full_checks;
+  SanityReport report;
+  ScopedThrowingAsserts asserts;
+  try {
+    cache_->sanity_check(report);
+  } catch (const AssertionFailure& e) {
+    fail("core.assert", e.what());
+    return;
+  }
+  if (!report.ok()) {
+    const Violation& v = *report.first();
+    fail(v.invariant, describe_violation(v));
+  }
+}
+
+Block& KvsimCoreCache::scratch(size_t bytes) {
+  if (scratch_.valid() && scratch_.bytes >= bytes) return scratch_;
+  if (scratch_.valid()) backend_.free(scratch_);
+  scratch_ = backend_.allocate(MemoryKind::kPinnedHost, std::max<size_t>(bytes, 4096),
+                               backend_.compute_stream(), "model read scratch");
+  KV_ASSERT(scratch_.valid(), "no host memory for the model-read scratch buffer");
+  return scratch_;
+}
+
+bool KvsimCoreCache::read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
+                                     std::span<const size_t> positions, const SimRequest& r,
+                                     int kind, const char* what) {
+  if (slots.empty()) return true;
+  const int32_t layers = view.layer_count;
+  const size_t per_layer = slots.size() * view.item_bytes;
+  Block& out = scratch(per_layer * static_cast<size_t>(layers));
+  const StreamId compute = backend_.compute_stream();
+  // Copies in compute-stream order: after every wait the forward would have made.
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    for_each_consecutive_run(slots, [&](size_t i, size_t j) {
+      backend_.copy_async(compute, out,
+                          static_cast<size_t>(layer) * per_layer + i * view.item_bytes, view.block,
+                          view.offset(layer, slots[i]), (j - i) * view.item_bytes, "model read");
+    });
+  }
+  drive_compute();
+  ++ctx_.stats.content_checks;
+  // Without positions, item i is position i: the hashes of positions 0..n-1.
+  const std::span<const uint64_t> hashes =
+      positions.empty() ? std::span<const uint64_t>(r.prefix_hash).first(slots.size())
+                        : std::span<const uint64_t>(r.prefix_hash);
+  for (int32_t layer = 0; layer < layers; ++layer) {
+    const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer;
+    const size_t i = first_wrong_item(hashes, positions, layer, static_cast<ContentKind>(kind),
+                                      view.item_bytes, got, expected_scratch_);
+    if (i < slots.size()) {
+      fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
+                          std::to_string(positions.empty() ? i : positions[i]) + " layer " +
+                          std::to_string(layer) + " (slot " + std::to_string(slots[i]) +
+                          ") holds bytes of another prefix");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool KvsimCoreCache::read_prefix(SimRequest& r) {
+  const size_t n = r.computed;
+  if (n == 0) return true;
+  const RequestKV& kv = *state(r).kv;
+  // Positions 0..n-1: the slot list is read in place.
+  if (!read_pool_range(cache_->device_pool().view(), kv.kv().span().first(n), {}, r,
+                       static_cast<int>(ContentKind::kFull), "full KV")) {
+    return false;
+  }
+  if (sparse_) {  // the indexer keys of every complete page of the prefix
+    const auto page = static_cast<size_t>(scenario_.cache.page_size);
+    std::vector<SlotIndex> pages;
+    std::vector<size_t> last;
+    for (size_t q = 0; (q + 1) * page <= n; ++q) {
+      pages.push_back(kv.kv()[q * page] / static_cast<SlotIndex>(page));
+      last.push_back((q + 1) * page - 1);
+    }
+    if (!read_pool_range(sparse_->view(), pages, last, r, static_cast<int>(ContentKind::kIndexer),
+                         "sparse index")) {
+      return false;
+    }
+  }
+  if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
+    const auto window = static_cast<size_t>(scenario_.cache.swa_window_tokens);
+    std::vector<SlotIndex> wslots;
+    std::vector<size_t> wpos;
+    for (size_t i = n > window ? n - window : 0; i < n; ++i) {
+      const SlotIndex s = (*kv.swa())[i];
+      if (s == 0) {
+        fail("content", "SWA window position " + std::to_string(i) + " of request " +
+                            std::to_string(r.rid) + " has no slot");
+        return false;
+      }
+      wslots.push_back(s);
+      wpos.push_back(i);
+    }
+    if (!read_pool_range(swa->device_pool().view(), wslots, wpos, r,
+                         static_cast<int>(ContentKind::kSwa), "SWA window")) {
+      return false;
+    }
+  }
+  if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
+    const SlotIndex state_slot[1] = {*kv.mamba_state()};
+    const size_t last[1] = {n - 1};
+    if (!read_pool_range(mamba->device_pool().view(), state_slot, last, r,
+                         static_cast<int>(ContentKind::kMamba), "Mamba state")) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void KvsimCoreCache::check_quiescent() {
+  auto quiet = [&](bool ok, const std::string& what) {
+    if (!ok) fail("quiescence", what);
+  };
+  const RadixTree& tree = cache_->tree();
+  quiet(tree.protected_size() == 0,
+        "tree still protects " + std::to_string(tree.protected_size()) + " tokens");
+  for (ComponentType t : {ComponentType::kSwa, ComponentType::kMamba}) {
+    quiet(tree.aux_protected_size(t) == 0, std::string(to_string(t)) + " values still locked: " +
+                                               std::to_string(tree.aux_protected_size(t)));
+  }
+  quiet(cache_->controller().pending_writes() == 0 && cache_->controller().pending_loads() == 0,
+        "transfers still pending");
+  quiet(cache_->prefetches().empty(), "prefetches still live");
+  quiet(backend_.pending_ops() == 0, "backend ops still queued");
+  // Every host protection was given back (host_protection.owned checks the owners as it goes).
+  tree.for_each_node([&](const TreeNode& n) {
+    quiet(n.full().host_lock_ref == 0, "node " + std::to_string(n.id) + " still host-protected (" +
+                                           std::to_string(n.full().host_lock_ref) + ")");
+  });
+  SanityReport report;
+  cache_->sanity_check(report);
+  if (!report.ok()) fail(report.first()->invariant, describe_violation(*report.first()));
+}
+
+// The cache's storage statistics against what the store answered it (FaultyStorage counts):
+// "" when they agree. A page read back short counts as corrupt in the cache.
+std::string KvsimCoreCache::storage_stats_disagree() const {
+  const StorageCallCounts& c = storage_->faults().calls();
+  const HiCacheStats& s = cache_->stats();
+  const struct {
+    const char* stat;
+    int64_t cache;
+    uint64_t store;
+  } pairs[] = {
+      {"backed_up_pages (sets answered ok)", s.backed_up_pages, c.set_ok},
+      {"storage_write_failures (sets that failed)", s.storage_write_failures, c.set_failed},
+      {"storage_hit_pages (gets answered ok, whole)", s.storage_hit_pages, c.get_ok},
+      {"storage_miss_pages (gets answered miss)", s.storage_miss_pages, c.get_miss},
+      {"storage_read_errors (gets answered io_error)", s.storage_read_errors, c.get_io_error},
+      {"storage_corrupt_pages (gets answered corrupt or short)", s.storage_corrupt_pages,
+       c.get_corrupt + c.get_short},
+  };
+  for (const auto& p : pairs) {
+    if (p.cache != static_cast<int64_t>(p.store)) {
+      return std::string(p.stat) + ": the cache counts " + std::to_string(p.cache) +
+             ", the store answered " + std::to_string(p.store);
+    }
+  }
+  return "";
+}
+
+StorageRunStats KvsimCoreCache::storage_stats() const {
+  return storage_ ? storage_->summary(cache_->stats()) : StorageRunStats{};
+}
+
+}  // namespace kvsim::sim

@@ -1,0 +1,155 @@
+#include "sim/model/driver_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace kvsim::sim {
+
+namespace {
+
+std::string temp_stderr_path() {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") +
+                     "/kvsim-driver-stderr-XXXXXX";
+  std::vector<char> buf(path.begin(), path.end());
+  buf.push_back('\0');
+  const int fd = mkstemp(buf.data());
+  if (fd < 0) throw DriverError("cannot create " + path + ": " + std::strerror(errno));
+  close(fd);
+  return std::string(buf.data());
+}
+
+}  // namespace
+
+DriverProcess::DriverProcess(const std::vector<std::string>& argv,
+                             const std::vector<std::string>& python_path) {
+  if (argv.empty()) throw DriverError("no driver command");
+  int in_pipe[2];   // parent writes, child reads
+  int out_pipe[2];  // child writes, parent reads
+  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
+    throw DriverError(std::string("pipe: ") + std::strerror(errno));
+  }
+  stderr_path_ = temp_stderr_path();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(), O_WRONLY | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // The child's environment: ours, with python_path in front of PYTHONPATH (built here, not
+  // with setenv: hunts run units on several threads).
+  std::vector<std::string> env_strings;
+  std::string pythonpath;
+  for (const std::string& p : python_path) {
+    if (!pythonpath.empty()) pythonpath += ":";
+    pythonpath += p;
+  }
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0) {
+      const std::string old = *e + 11;
+      if (!old.empty()) pythonpath += (pythonpath.empty() ? "" : ":") + old;
+      continue;
+    }
+    env_strings.emplace_back(*e);
+  }
+  if (!pythonpath.empty()) env_strings.push_back("PYTHONPATH=" + pythonpath);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int rc = posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  if (rc != 0) {
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    pid_ = -1;
+    throw DriverError("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  to_child_ = fdopen(in_pipe[1], "w");
+  from_child_ = fdopen(out_pipe[0], "r");
+}
+
+DriverProcess::~DriverProcess() {
+  if (to_child_ != nullptr) fclose(to_child_);
+  to_child_ = nullptr;
+  reap(/*kill_it=*/false);
+  if (from_child_ != nullptr) fclose(from_child_);
+  if (!stderr_path_.empty()) unlink(stderr_path_.c_str());
+}
+
+void DriverProcess::reap(bool kill_it) {
+  if (pid_ <= 0) return;
+  int status = 0;
+  // The driver exits when its input closes; give it a moment, then stop it.
+  for (int i = 0; i < 200 && !kill_it; ++i) {
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_ || done < 0) {
+      pid_ = -1;
+      return;
+    }
+    usleep(5000);
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void DriverProcess::send(const nlohmann::json& request) {
+  if (to_child_ == nullptr) throw DriverError("the driver's input is closed");
+  const std::string line = request.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), to_child_) != line.size() ||
+      std::fflush(to_child_) != 0) {
+    throw DriverError("the driver process stopped reading (it exited?)" +
+                      std::string(stderr_tail().empty() ? "" : ": " + stderr_tail()));
+  }
+}
+
+nlohmann::json DriverProcess::call(const nlohmann::json& request) {
+  send(request);
+  line_.clear();
+  for (int c; (c = std::fgetc(from_child_)) != EOF;) {
+    if (c == '\n') break;
+    line_.push_back(static_cast<char>(c));
+  }
+  if (line_.empty()) {
+    reap(/*kill_it=*/false);
+    std::string tail = stderr_tail();
+    throw DriverError("the driver process exited without answering \"" +
+                      request.value("call", std::string("?")) + "\"" +
+                      (tail.empty() ? "" : ":\n" + tail));
+  }
+  nlohmann::json reply = nlohmann::json::parse(line_, nullptr, /*allow_exceptions=*/false);
+  if (!reply.is_object()) {
+    throw DriverError("the driver answered \"" + request.value("call", std::string("?")) +
+                      "\" with something that is not a JSON object: " + line_.substr(0, 200));
+  }
+  return reply;
+}
+
+std::string DriverProcess::stderr_tail(size_t max_bytes) const {
+  std::ifstream in(stderr_path_, std::ios::binary);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.size() > max_bytes ? "..." + s.substr(s.size() - max_bytes) : s;
+}
+
+}  // namespace kvsim::sim

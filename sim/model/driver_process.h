@@ -1,0 +1,52 @@
+// DriverProcess: a child process spoken to in JSON Lines over its standard input and output, one
+// reply line per request line (docs/sglang-target-protocol.md). The SGLang target's driver runs
+// in one, so SGLang's Python, its exceptions and its memory stay out of the simulator's process.
+// Its standard error goes to a temporary file, kept for the failure report (stderr_tail()).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvsim::sim {
+
+class DriverProcess {
+ public:
+  // Starts `argv` (argv[0] is looked up on PATH when it has no '/') with this process's
+  // environment, `python_path` put in front of PYTHONPATH. Throws DriverError when it cannot
+  // start.
+  DriverProcess(const std::vector<std::string>& argv, const std::vector<std::string>& python_path);
+  ~DriverProcess();  // closes its input, waits briefly, then kills it
+  DriverProcess(const DriverProcess&) = delete;
+  DriverProcess& operator=(const DriverProcess&) = delete;
+
+  // Sends one request and reads its reply. Throws DriverError when the process died or answered
+  // something that is not one JSON object.
+  nlohmann::json call(const nlohmann::json& request);
+  // Sends a request that gets no reply (the protocol's "bye").
+  void send(const nlohmann::json& request);
+  // The last lines the process wrote to its standard error (for error messages).
+  std::string stderr_tail(size_t max_bytes = 4000) const;
+  bool alive() const { return pid_ > 0; }
+
+ private:
+  void reap(bool kill_it);
+  pid_t pid_ = -1;
+  FILE* to_child_ = nullptr;
+  FILE* from_child_ = nullptr;
+  std::string stderr_path_;
+  std::string line_;
+};
+
+// The driver process failed: it could not start, died, or broke the protocol. Not a violation
+// of the cache under test — the run stops with an environment error (exit 2).
+class DriverError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace kvsim::sim

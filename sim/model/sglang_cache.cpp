@@ -1,0 +1,207 @@
+#include "sim/model/sglang_cache.h"
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/base/json_reader.h"
+#include "sim/config/scenario.h"
+#include "sim/model/driver_process.h"
+#include "sim/model/storage_faults.h"
+
+#ifndef KVSIM_PYTHON_PACKAGE_DIR
+#define KVSIM_PYTHON_PACKAGE_DIR ""
+#endif
+
+namespace kvsim::sim {
+
+namespace {
+
+constexpr int kProtocolVersion = 1;
+
+class SglangCache final : public CacheUnderTest {
+ public:
+  SglangCache(CacheContext ctx, Target& target) : ctx_(std::move(ctx)) {
+    std::string python = target.python;
+    if (python.empty()) {
+      const char* env = std::getenv("KVSIM_PYTHON");
+      python = env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
+    }
+    driver_ = std::make_unique<DriverProcess>(
+        std::vector<std::string>{python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
+                                 target.sglang_src},
+        python_path());
+    const nlohmann::json reply = call({{"call", "hello"},
+                                       {"protocol", kProtocolVersion},
+                                       {"scenario", to_json(ctx_.scenario)},
+                                       {"seed", ctx_.seed}});
+    const nlohmann::json& sglang = reply.at("sglang");
+    target.sglang_commit = sglang.value("commit", std::string());
+    const nlohmann::json& streams = reply.at("streams");
+    streams_ = {streams.at("compute").get<uint32_t>(), streams.at("write").get<uint32_t>(),
+                streams.at("load").get<uint32_t>()};
+    stream_count_ = reply.value("stream_count", size_t{3});
+    storage_ = reply.value("storage", false);
+  }
+
+  ~SglangCache() override {
+    if (driver_ && driver_->alive()) {
+      try {
+        driver_->send({{"call", "bye"}});
+      } catch (const DriverError&) {  // it is gone already
+      }
+    }
+  }
+
+  const char* target_name() const override { return "sglang"; }
+  std::vector<uint32_t> progress_streams() const override { return streams_; }
+  size_t stream_count() const override { return stream_count_; }
+  bool storage_enabled() const override { return storage_; }
+  bool storage_reads_pending() const override { return storage_reads_; }
+  int64_t admission_budget() const override { return budget_; }
+  bool loads_queued() const override { return loads_queued_; }
+
+  bool arrive(SimRequest& r, uint64_t now) override {
+    const nlohmann::json reply = call(
+        {{"call", "arrive"}, {"rid", r.rid}, {"ns", r.ns}, {"tokens", r.tokens}, {"now", now}});
+    return reply.value("prefetching", false);
+  }
+
+  std::optional<int64_t> prefetch_done(SimRequest& r, uint64_t now) override {
+    const nlohmann::json reply = call({{"call", "prefetch_check"}, {"rid", r.rid}, {"now", now}});
+    if (!reply.value("done", false)) return std::nullopt;
+    return reply.value("loaded", int64_t{0});
+  }
+
+  std::optional<AdmitDecision> admit(SimRequest& r, bool load_back, bool defer_load,
+                                     std::optional<int64_t> quota) override {
+    const bool pd = ctx_.scenario.scheduler.mode == SchedulerMode::kPd;
+    const nlohmann::json reply = call({{"call", "admit"},
+                                       {"rid", r.rid},
+                                       {"ns", r.ns},
+                                       {"tokens", r.tokens},
+                                       {"load_back", load_back},
+                                       {"defer_load", defer_load},
+                                       {"quota", quota.value_or(-1)},
+                                       {"prefix_cache", !pd}});
+    if (!reply.value("admitted", false)) return std::nullopt;
+    return AdmitDecision{.device_hit_tokens = reply.value("device_hit", int64_t{0}),
+                         .host_hit_tokens = reply.value("host_hit", int64_t{0}),
+                         .owned_from = reply.value("owned_from", size_t{0})};
+  }
+
+  void start_loads() override { call({{"call", "start_loads"}}); }
+
+  bool compute(SimRequest& r, size_t target, bool oom) override {
+    const nlohmann::json reply = call({{"call", "compute"},
+                                       {"rid", r.rid},
+                                       {"n", target},
+                                       {"tokens", r.tokens},
+                                       {"oom", oom}});
+    return reply.value("computed", false);
+  }
+
+  void finish(SimRequest& r) override {
+    call({{"call", "finish"}, {"rid", r.rid}, {"computed", r.computed}});
+  }
+  void retract(SimRequest& r) override {
+    call({{"call", "retract"}, {"rid", r.rid}, {"computed", r.computed}});
+  }
+  void abort(SimRequest& r) override { call({{"call", "abort"}, {"rid", r.rid}}); }
+  void offload(SimRequest& r) override { call({{"call", "offload"}, {"rid", r.rid}}); }
+  bool resume(SimRequest& r) override {
+    return call({{"call", "resume"}, {"rid", r.rid}}).value("resumed", false);
+  }
+  void verify_resumed(SimRequest& r) override {
+    if (ctx_.scenario.check.content) read_prefix(r);
+  }
+
+  void poll() override { call({{"call", "poll"}}); }
+  void flush() override { call({{"call", "flush"}}); }
+  int64_t step(uint32_t stream, int64_t n) override {
+    return call({{"call", "step"}, {"stream", stream}, {"n", n}}).value("ran", int64_t{0});
+  }
+  OpOutcome storage(uint32_t worker, int64_t fault) override {
+    if (worker > 2) return OpOutcome{.why = "no storage worker " + std::to_string(worker)};
+    nlohmann::json req = {{"call", "storage"}, {"worker", worker}};
+    const int64_t code = fault & 0xff;
+    if (code > 0 && code < static_cast<int64_t>(kStorageFaults)) {
+      req["fault"] = to_string(static_cast<StorageFault>(code));
+      req["fault_skip"] = (fault >> kStorageFaultSkipShift) & 0xff;
+    }
+    return {true, call(req).value("did", false)};
+  }
+  OpOutcome inject(const Op& op) override {
+    if (op.target > 2) return {};
+    call({{"call", "inject"}, {"target", op.target}, {"n", op.n}});
+    return {true, true};
+  }
+  // The driver gives injected pages back itself at the end of the call after the inject.
+  void release_injected() override {}
+
+  bool read_prefix(SimRequest& r) override {
+    const nlohmann::json reply = call({{"call", "read"}, {"rid", r.rid}, {"n", r.computed}});
+    ++ctx_.stats.content_checks;
+    return !reply.contains("violation");
+  }
+  void check_after_op(bool /*may_change_cache*/) override {
+    // The driver checks SGLang's state after every call it answers; its findings arrive with
+    // the reply (call() reports them). Counted here as the core's after-op checks are.
+    if (checked_calls_ > 0) ++ctx_.stats.full_checks;
+    checked_calls_ = 0;
+  }
+  void check_quiescent() override { call({{"call", "quiescent"}}); }
+  StorageRunStats storage_stats() const override { return {}; }
+
+ private:
+  // PYTHONPATH for the driver: $KVSIM_PYTHONPATH, else the build tree's package, then what the
+  // environment already has.
+  static std::vector<std::string> python_path() {
+    std::vector<std::string> paths;
+    if (const char* p = std::getenv("KVSIM_PYTHONPATH"); p != nullptr && *p != '\0') {
+      paths.emplace_back(p);
+    } else if (*KVSIM_PYTHON_PACKAGE_DIR != '\0') {
+      paths.emplace_back(KVSIM_PYTHON_PACKAGE_DIR);
+    }
+    return paths;
+  }
+
+  nlohmann::json call(const nlohmann::json& request) {
+    nlohmann::json reply = driver_->call(request);
+    if (!reply.value("ok", false)) {
+      const std::string error = reply.value("error", std::string("(no error given)"));
+      throw DriverError("the SGLang driver refused \"" + request.value("call", std::string()) +
+                        "\": " + error);
+    }
+    ++checked_calls_;
+    if (const auto it = reply.find("state"); it != reply.end()) {
+      budget_ = it->value("budget", budget_);
+      storage_reads_ = it->value("storage_reads", false);
+      loads_queued_ = it->value("loads_queued", false);
+    }
+    if (const auto it = reply.find("violation"); it != reply.end() && it->is_object()) {
+      ctx_.fail(it->value("invariant", std::string("sglang.driver")),
+                it->value("detail", std::string()));
+    }
+    return reply;
+  }
+
+  CacheContext ctx_;
+  std::unique_ptr<DriverProcess> driver_;
+  std::vector<uint32_t> streams_;
+  size_t stream_count_ = 3;
+  bool storage_ = false;
+  bool storage_reads_ = false;
+  bool loads_queued_ = false;
+  int64_t budget_ = 0;
+  int64_t checked_calls_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CacheUnderTest> make_sglang_cache(CacheContext ctx, Target& target) {
+  return std::make_unique<SglangCache>(std::move(ctx), target);
+}
+
+}  // namespace kvsim::sim
