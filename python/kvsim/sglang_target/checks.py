@@ -232,11 +232,18 @@ def check_content_full(target):
     return None
 
 
-def check_quiescent(target, requests):
+def check_quiescent(target, requests, prefetching=None):
     cache, cc = target.cache, target.controller
     if requests:
         return Violation("quiescence", f"{len(requests)} requests still hold cache state: "
                                        f"{sorted(r.rid for r in requests)[:5]}")
+    if target.storage is not None:
+        for name in ("prefetch_queue", "prefetch_buffer", "backup_queue", "prefetch_revoke_queue",
+                     "prefetch_hit_queue", "ack_backup_queue", "host_mem_release_queue"):
+            q = getattr(cc, name, None)
+            if q is not None and q.qsize():
+                return Violation("quiescence", f"HiCacheController.{name} still holds {q.qsize()} entries "
+                                               "(the storage tier is not idle)")
     for node in walk(cache.root_node):
         if node.lock_ref:
             return Violation("quiescence", f"node {node.id} still locked (lock_ref {node.lock_ref})")
@@ -255,4 +262,113 @@ def check_quiescent(target, requests):
     for s in target.device.streams:
         if s.queue:
             return Violation("quiescence", f"{s.name} still has {len(s.queue)} queued ops")
+    return None
+
+
+# ---- storage tier ----------------------------------------------------------------------------
+
+def check_prefetch_liveness(target, allocs):
+    """prefetch.abandoned_with_free_memory (DESIGN.md §4.7, docs/invariants.md): no prefetch is
+    given up, nor shrunk below what fits, while at least the prefetch threshold's worth of whole
+    host pages is free. `allocs` is this call's host-allocation log (HostAllocLog): per prefetch
+    (rid), the first request is what it wanted; if it ends the call with no host memory after a
+    failed allocation, the free whole pages at the last failure must be under the threshold; if
+    it got memory, it got at least min(wanted, the whole pages free when it allocated)."""
+    if target.storage is None or not allocs:
+        return None
+    ps = target.cfg.page_size
+    threshold = max(int(target.cfg.prefetch_threshold_tokens), ps)
+    by_rid = {}
+    for rid, need, available, got in allocs:
+        if rid is not None:
+            by_rid.setdefault(rid, []).append((need, available, got))
+    for rid, seq in by_rid.items():
+        info = target.cache.ongoing_prefetch.get(rid)
+        op = info[-1] if info else None
+        held = 0 if op is None or op.host_indices is None else len(op.host_indices)
+        wanted = seq[0][0]
+        if held == 0:
+            failed = [e for e in seq if e[2] == 0]
+            if failed:
+                free = failed[-1][1] - failed[-1][1] % ps
+                if free >= threshold:
+                    return Violation("prefetch.abandoned_with_free_memory",
+                                     f"the prefetch of request {rid} ({wanted} tokens) was given up after a "
+                                     f"host allocation failed while {free} tokens of whole host pages were "
+                                     f"free (threshold {threshold})")
+            continue
+        ok = [e for e in seq if e[2] > 0]
+        if ok:
+            need, available, got = ok[-1]
+            fits = min(wanted, available - available % ps)
+            if got < fits:
+                return Violation("prefetch.abandoned_with_free_memory",
+                                 f"the prefetch of request {rid} got {got} host tokens of the {wanted} it "
+                                 f"wanted while {available - available % ps} were free in whole pages")
+    return None
+
+
+def _page_hashes(target, tokens, prior):
+    """The era's storage keys of `tokens` (whole pages), chained from `prior`."""
+    import inspect  # noqa: PLC0415
+    utils = target.mods["sglang.srt.mem_cache.utils"]
+    ps = target.cfg.page_size
+    if "page_size" in inspect.signature(utils.get_hash_str).parameters:
+        return list(utils.get_hash_str(list(tokens), prior, page_size=ps))
+    out = []
+    for i in range(0, len(tokens) - len(tokens) % ps, ps):
+        prior = utils.get_hash_str(list(tokens[i:i + ps]), prior)
+        out.append(prior)
+    return out
+
+
+def check_storage_keys(target, nodes):
+    """storage.keys: a node's page hashes (its storage keys) are the hash chain of its tokens from
+    its parent's last page hash: one per page (SGLang's prefetch and backup address storage by
+    them, so a wrong one reads or overwrites another prefix's page)."""
+    if target.storage is None:
+        return None
+    ps = target.cfg.page_size
+    root = target.cache.root_node
+    for node in nodes:
+        hv = node.hash_value
+        if hv is None or (node.parent is not root and node.parent.hash_value is None):
+            continue
+        n = len(node.key)
+        if len(hv) != n // ps:
+            return Violation("storage.keys", f"node {node.id} holds {len(hv)} page hashes for {n} tokens "
+                                             f"(page size {ps})")
+        prior = node.parent.hash_value[-1] if node.parent is not root and node.parent.hash_value else None
+        want = _page_hashes(target, list(node.key.token_ids)[:n], prior)
+        if list(hv) != want:
+            bad = next(i for i, (a, b) in enumerate(zip(hv, want)) if a != b)
+            return Violation("storage.keys", f"node {node.id} page {bad}: hash {str(hv[bad])[:16]}... is not "
+                                             f"the chain of its tokens ({str(want[bad])[:16]}...)")
+    return None
+
+
+def check_storage_content(target, nodes):
+    """storage.content: each page kvsim's memory store holds under a node's page hash equals that
+    node's host page (checked against the content function by check_content_full), so a prefetch
+    of it brings the right prefix's bytes. Pages the store itself would reject (torn) are skipped."""
+    backend = target.storage_backend
+    cc = target.controller
+    if backend is None or not hasattr(backend, "pages") or cc.write_queue or cc.write_stream.queue:
+        return None
+    ps = target.cfg.page_size
+    hp = target.host_pool
+    for node in nodes:
+        if node.hash_value is None or node.host_value is None:
+            continue
+        for i, key in enumerate(node.hash_value):
+            entry = backend.pages.get(key)
+            if entry is None or entry[0].numel() != entry[1]:
+                continue
+            with torch._C.DisableTorchFunction():
+                host = hp.get_data_page(int(node.host_value[i * ps]), flat=True) \
+                    .as_subclass(torch.Tensor).reshape(-1)
+                stored = entry[0].as_subclass(torch.Tensor).reshape(-1).to(host.dtype)
+            if not torch.equal(host, stored):
+                return Violation("storage.content", f"node {node.id} page {i}: the store's page under its hash "
+                                                    "differs from the node's host page")
     return None

@@ -4,8 +4,8 @@ own cache on kvsim's fake device, checks SGLang's state after each, and answers.
     python -m kvsim.sglang_target.driver --sglang-src SPEC      # JSON lines on stdin/stdout
 
 `Driver.handle(request) -> reply` is the same loop in-process (tests). Deterministic: no clock
-(the logical clock moves on `tick`), no thread (no storage tier yet: the controller starts none),
-no randomness."""
+(the logical clock moves on `tick`), no thread (the controller's storage workers are stepped by
+the `storage` call: storage_steps.py), no randomness."""
 
 import argparse
 import json
@@ -15,6 +15,8 @@ import traceback
 
 import torch
 
+from kvsim.sglang_target.storage_calls import StorageCalls
+
 PROTOCOL = 1
 CONTENT_EVERY = 1  # full content walk every N calls (and at quiescence)
 
@@ -23,7 +25,9 @@ class DriverError(Exception):
     """A request the driver refuses (bad input or an unsupported configuration): ok false."""
 
 
-class Driver:
+class Driver(StorageCalls):
+    DriverError = DriverError
+
     def __init__(self, sglang_src, cache_dir=None, content_every=CONTENT_EVERY):
         self.sglang_src = sglang_src
         self.cache_dir = cache_dir
@@ -37,6 +41,9 @@ class Driver:
         self.dead = None  # the violation that stopped the run
         self._seen_violations = 0
         self._release_after = []  # injected holds released at the end of the next call
+        self.prefetching = {}
+        self.host_allocs = None
+        self._decisions = {}  # this call's counted decisions (evictions, acks)
 
     # ---- the loop ------------------------------------------------------------------------------
     def handle(self, request):
@@ -54,6 +61,9 @@ class Driver:
         if handler is None:
             return self._refuse(f"unknown call {call!r}")
         self.calls += 1
+        self._decisions = {}
+        if self.host_allocs is not None:
+            self.host_allocs.take()
         holds, self._release_after = self._release_after, []
         try:
             reply = handler(request) or {}
@@ -70,6 +80,8 @@ class Driver:
             for release in holds:
                 release()
         reply = {"ok": True, **reply}
+        if self._decisions:
+            reply["decisions"] = {**self._decisions, **reply.get("decisions", {})}
         violation = self._device_violation() or (None if call == "hello" else self._check(call))
         if violation is not None:
             return self._violation_reply(reply, violation)
@@ -93,7 +105,9 @@ class Driver:
 
     def _state(self):
         loads_queued = any(getattr(r, "load_pending", False) for r in self.reqs.values())
-        return {"budget": self.target.budget(), "storage_reads": False, "loads_queued": loads_queued}
+        reads, pending = self._storage_state()
+        return {"budget": self.target.budget(), "storage_reads": reads, "loads_queued": loads_queued,
+                "storage_pending": pending}
 
     # ---- checks --------------------------------------------------------------------------------
     def _device_violation(self):
@@ -124,13 +138,16 @@ class Driver:
         t = self.target
         nodes = checks.walk(t.cache.root_node)
         reqs = list(self.reqs.values())
+        allocs = self.host_allocs.take() if self.host_allocs is not None else []
         for check in (lambda: checks.check_residency(t, nodes), lambda: checks.check_locks(t, nodes),
-                      lambda: checks.check_tree_shape(t, nodes), lambda: checks.check_slots(t, nodes, reqs)):
+                      lambda: checks.check_tree_shape(t, nodes), lambda: checks.check_slots(t, nodes, reqs),
+                      lambda: checks.check_prefetch_liveness(t, allocs),
+                      lambda: checks.check_storage_keys(t, nodes)):
             v = check()
             if v is not None:
                 return v
         if self.content_every and (self.calls % self.content_every == 0 or call == "quiescent"):
-            return checks.check_content_full(t)
+            return checks.check_content_full(t) or checks.check_storage_content(t, nodes)
         return None
 
     # ---- calls -----------------------------------------------------------------------------------
@@ -156,10 +173,37 @@ class Driver:
         except TargetConfigError as exc:
             raise DriverError(str(exc)) from None
         self.target.held_device = []
+        self._storage_setup()
+        self._count_evictions()
         s = self.mods.source
+        opts = cfg.storage_options()
         return {"sglang": {"root": s.root, "commit": s.commit, "tag": s.tag, "era": self.mods.era.name,
                            "kv_pool": self.target.kv_pool_kind},
-                "streams": self.target.streams, "stream_count": len(self.device.streams), "storage": False}
+                "streams": self.target.streams, "stream_count": len(self.device.streams),
+                "storage": opts is not None, "storage_backend": None if opts is None else opts["backend"]}
+
+    def _count_evictions(self):
+        """Wraps the cache's evict / evict_host (instance attributes: SGLang's own callers go
+        through them) to count what each frees: the call's decisions evicted_device /
+        evicted_host."""
+        t = self.target
+        cache = t.cache
+
+        def counted(name, key, pool):
+            original = getattr(cache, name)
+
+            def wrapper(*args, **kwargs):
+                before = int(pool.available_size())
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    freed = int(pool.available_size()) - before
+                    if freed > 0:
+                        self._decisions[key] = self._decisions.get(key, 0) + freed
+            setattr(cache, name, wrapper)
+        counted("evict", "evicted_device", t.allocator)
+        if t.host_pool is not None:
+            counted("evict_host", "evicted_host", t.host_pool)
 
     def _req(self, request, must=True):
         rid = str(request.get("rid"))
@@ -167,12 +211,6 @@ class Driver:
         if req is None and must:
             raise DriverError(f"unknown request {rid!r}")
         return req
-
-    def _call_arrive(self, request):
-        return {"prefetching": False}
-
-    def _call_prefetch_check(self, request):
-        return {"done": True, "loaded": 0}
 
     def _call_admit(self, request):
         from kvsim.sglang_target.checks import extra_key_of_ns  # noqa: PLC0415
@@ -182,6 +220,9 @@ class Driver:
         rid = str(request.get("rid"))
         if rid in self.reqs:
             raise DriverError(f"request {rid} admitted twice")
+        if t.storage is not None and rid in t.cache.ongoing_prefetch:
+            raise DriverError(f"admit of {rid} while its prefetch is live: SGLang's scheduler admits a "
+                              "request only once prefetch_check answers done")
         tokens = [int(x) for x in request.get("tokens") or []]
         if not tokens:
             raise DriverError("admit needs tokens")
@@ -231,7 +272,7 @@ class Driver:
         if loaded and not request.get("defer_load", False):
             self._start_loads()
         return {"admitted": True, "device_hit": device_hit, "host_hit": host_hit, "owned_from": p,
-                "decisions": {"loaded": loaded}}
+                "decisions": {"loaded": loaded, "device_hit": device_hit, "host_hit": host_hit}}
 
     def _start_loads(self):
         t = self.target
@@ -399,12 +440,27 @@ class Driver:
             req.kv_committed_len = req.computed
             self._release(req, is_insert=True)
         elif self.target.controller is not None:
+            # A waiting request (SGLang's abort_request on the waiting queue): its prefetch ends.
             self.target.cache.release_aborted_request(str(request.get("rid")))
+            self.prefetching.pop(str(request.get("rid")), None)
         return {}
+
+    def _acks_pending(self):
+        cc = self.target.controller
+        return len(cc.ack_write_queue), len(cc.ack_load_queue)
+
+    def _poll_counted(self):
+        """check_hicache_events, counting the write and load acks it consumed."""
+        w0, l0 = self._acks_pending()
+        self.target.cache.check_hicache_events()
+        w1, l1 = self._acks_pending()
+        for key, n in (("write_acks", w0 - w1), ("load_acks", l0 - l1)):
+            if n > 0:
+                self._decisions[key] = self._decisions.get(key, 0) + n
 
     def _call_poll(self, request):
         if self.target.controller is not None:
-            self.target.cache.check_hicache_events()
+            self._poll_counted()
         return {}
 
     def _call_flush(self, request):
@@ -412,9 +468,32 @@ class Driver:
         self.device.drain()
         if t.controller is not None:
             for _ in range(4):
-                t.cache.check_hicache_events()
+                self._poll_counted()
                 if not t.controller.ack_write_queue and not t.controller.ack_load_queue:
                     break
+            if request.get("storage") and t.storage is not None:
+                self._drain_storage()
+                self.device.drain()
+                self._poll_counted()
+        return {}
+
+    def _call_evict(self, request):
+        """SGLang's device eviction of n tokens (the scheduler's evict_from_tree_cache asks it)."""
+        n = int(request.get("n", 0))
+        if n < 0:
+            raise DriverError(f"evict: n={n} < 0")
+        self.target.evict(n)
+        return {}
+
+    def _call_evict_host(self, request):
+        """HiRadixCache.evict_host(n): what SGLang calls when host memory is short (a backup's or
+        a prefetch's allocation failed)."""
+        n = int(request.get("n", 0))
+        if n < 0:
+            raise DriverError(f"evict_host: n={n} < 0")
+        if self.target.controller is None:
+            raise DriverError("evict_host: the cache has no host tier (cache.hierarchical false)")
+        self.target.cache.evict_host(n)
         return {}
 
     def _call_step(self, request):
@@ -423,9 +502,6 @@ class Driver:
         if not 0 <= stream_no < len(streams):
             raise DriverError(f"no stream {stream_no} (streams: {self.target.streams})")
         return {"ran": self.device.step(streams[stream_no], int(request.get("n", 1)))}
-
-    def _call_storage(self, request):
-        return {"did": False}
 
     def _call_inject(self, request):
         t = self.target
@@ -471,12 +547,14 @@ class Driver:
 
     def _call_quiescent(self, request):
         from kvsim.sglang_target import checks  # noqa: PLC0415
-        v = checks.check_quiescent(self.target, list(self.reqs.values()))
+        v = checks.check_quiescent(self.target, list(self.reqs.values()), self.prefetching)
         if v is not None:
             raise _Found(v)
         return {}
 
     def close(self):
+        if self.target is not None:
+            self.target.close()
         if self.mods is not None:
             self.mods.unload()
             self.mods = None

@@ -6,6 +6,8 @@ signatures and dataclass fields, never by commit."""
 
 import dataclasses
 import inspect
+import json
+import os
 from array import array
 
 import torch
@@ -22,6 +24,7 @@ class TargetConfigError(Exception):
 _UNSUPPORTED_NONZERO = ("swa_window_tokens", "mamba_device_states", "sparse_index_bytes_per_page")
 HOST_LAYOUTS = ("layer_first", "page_first", "page_first_direct")
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+PREFETCH_STOP_POLICIES = ("best_effort", "wait_complete", "timeout")
 
 
 @dataclasses.dataclass
@@ -37,8 +40,14 @@ class CacheConfig:
     eviction_policy: str = "lru"
     load_back_threshold_tokens: int = 8
     storage: object = False
+    prefetch_threshold_tokens: int = 256
+    prefetch_stop_policy: str = "timeout"
+    prefetch_timeout_base_ticks: int = 2000
+    prefetch_timeout_per_ki_token_ticks: int = 100
+    prefetch_timeout_max_ticks: int = 30000
     io_backend: str = "kernel"
     max_requests: int = 64
+    prefetch: bool = True  # scheduler.prefetch: prefetch from storage on arrival
 
     @classmethod
     def from_scenario(cls, scenario):
@@ -54,6 +63,7 @@ class CacheConfig:
         cfg = cls(**{k: v for k, v in cache.items() if k in known})
         if "max_running" in sched:
             cfg.max_requests = max(int(sched["max_running"]) * 2 + 8, 16)
+        cfg.prefetch = bool(sched.get("prefetch", True))
         cfg.validate()
         return cfg
 
@@ -73,14 +83,59 @@ class CacheConfig:
             raise TargetConfigError(f"cache.eviction_policy: {self.eviction_policy!r} is not lru or lfu")
         if self.item_bytes < 8 or self.item_bytes % 8:
             raise TargetConfigError(f"cache.item_bytes: must be a multiple of 8, got {self.item_bytes}")
-        if self.storage not in (False, None) and not (isinstance(self.storage, dict)
-                                                     and not self.storage.get("enabled", True)):
-            raise TargetConfigError("cache.storage: the SGLang target does not drive the storage tier yet")
+        self.storage_options()  # validates
+        if self.prefetch_stop_policy not in PREFETCH_STOP_POLICIES:
+            raise TargetConfigError(f"cache.prefetch_stop_policy: {self.prefetch_stop_policy!r} is not one of "
+                                    f"{PREFETCH_STOP_POLICIES}")
+        if self.storage_options() is not None and not self.hierarchical:
+            raise TargetConfigError("cache.storage: the storage tier needs cache.hierarchical true")
+
+    def storage_options(self):
+        """None (no storage tier) or {backend: 'memory'|'file', dir, capacity_bytes}."""
+        s = self.storage
+        if s in (False, None):
+            return None
+        if s is True:
+            s = {}
+        if not isinstance(s, dict):
+            raise TargetConfigError(f"cache.storage: true, false or an object, got {s!r}")
+        if not s.get("enabled", True):
+            return None
+        backend = s.get("backend", "memory")
+        if backend not in ("memory", "file"):
+            raise TargetConfigError(f"cache.storage.backend: {backend!r} is not 'memory' or 'file'")
+        if s.get("reuse"):
+            raise TargetConfigError("cache.storage.reuse: the SGLang target always starts on an empty store")
+        cap = s.get("capacity_bytes", 0)
+        if not isinstance(cap, int) or cap < 0:
+            raise TargetConfigError(f"cache.storage.capacity_bytes: a non-negative integer, got {cap!r}")
+        if cap and backend == "file":
+            raise TargetConfigError("cache.storage.capacity_bytes: the SGLang target's file backend "
+                                    "(SGLang's HiCacheFile) takes no byte budget; use backend 'memory'")
+        d = s.get("dir", "") or ""
+        if d and not os.path.isdir(d):
+            raise TargetConfigError(f"cache.storage.dir: {d!r} is not an existing directory")
+        return {"backend": backend, "dir": d, "capacity_bytes": cap}
 
     @property
     def head_dim(self):
         # One head; K and V of one token in one layer are item_bytes together, in float32.
         return self.item_bytes // 8
+
+
+def storage_extra_config(cfg):
+    """SGLang's hicache_storage_backend_extra_config for the scenario: the prefetch threshold and
+    timeouts (ticks are logical milliseconds; SGLang's are seconds of time.monotonic(), which the
+    loader points at the logical clock) and, for the memory backend, the dynamic factory's class."""
+    opts = cfg.storage_options()
+    extra = {"prefetch_threshold": int(cfg.prefetch_threshold_tokens),
+             "prefetch_timeout_base": cfg.prefetch_timeout_base_ticks / 1000.0,
+             "prefetch_timeout_per_ki_token": cfg.prefetch_timeout_per_ki_token_ticks / 1000.0,
+             "prefetch_timeout_max": cfg.prefetch_timeout_max_ticks / 1000.0}
+    if opts["backend"] == "memory":
+        extra.update(backend_name="kvsim_memory", module_path="kvsim.sglang_target.memory_storage",
+                     class_name="KvsimMemoryStorage", kvsim_capacity_bytes=opts["capacity_bytes"])
+    return extra
 
 
 def _server_args(mods, cfg):
@@ -108,6 +163,11 @@ def _server_args(mods, cfg):
                   radix_eviction_policy=cfg.eviction_policy, extra_metric_labels=None)
     if cfg.host_layout == "page_first_direct":
         values["hicache_io_backend"] = "direct"
+    opts = cfg.storage_options()
+    if opts is not None:
+        values["hicache_storage_backend"] = "dynamic" if opts["backend"] == "memory" else "file"
+        values["hicache_storage_backend_extra_config"] = json.dumps(storage_extra_config(cfg), sort_keys=True)
+        values["hicache_storage_prefetch_policy"] = cfg.prefetch_stop_policy
     for k, v in values.items():
         object.__setattr__(args, k, v)
     return args
@@ -150,12 +210,20 @@ class Target:
             mods.CacheInitParams, disable=False, req_to_token_pool=self.req_to_token_pool,
             token_to_kv_pool_allocator=self.allocator, page_size=ps, tp_cache_group=group,
             eviction_policy=cfg.eviction_policy, enable_metrics=False, enable_kv_cache_events=False)
+        self.storage = None  # StorageStepper when the storage tier is on
+        self.storage_dir = None  # the file backend's directory when the driver made it
         if cfg.hierarchical:
+            self._prepare_storage()
             self.cache = mods.HiRadixCache(params, self.server_args)
             self.cache.load_back_threshold = cfg.load_back_threshold_tokens
             self.controller = self.cache.cache_controller
             self.host_pool = self.cache.token_to_kv_pool_host
             self._unregister_atexit()
+            if cfg.storage_options() is not None:
+                from kvsim.sglang_target.storage_steps import StorageStepper  # noqa: PLC0415
+                if not getattr(self.controller, "enable_storage", False):
+                    raise TargetConfigError("cache.storage: SGLang's HiCacheController did not enable storage")
+                self.storage = StorageStepper(self.controller)
         else:
             self.cache = mods.RadixCache(params)
             self.controller = None
@@ -176,6 +244,33 @@ class Target:
         if self.common is None or not hasattr(self.common, "evict_from_tree_cache"):
             import importlib  # noqa: PLC0415
             self.common = importlib.import_module("sglang.srt.mem_cache.common")
+
+    def _prepare_storage(self):
+        """Before HiRadixCache is built: the controller's storage threads become stepped workers,
+        and the file backend gets its directory (a temporary one the driver removes, unless the
+        scenario names one)."""
+        opts = self.cfg.storage_options()
+        if opts is None:
+            return
+        from kvsim.sglang_target import storage_steps  # noqa: PLC0415
+        storage_steps.install(self.mods["sglang.srt.managers.cache_controller"])
+        if opts["backend"] == "file":
+            import tempfile  # noqa: PLC0415
+            path = opts["dir"]
+            if not path:
+                path = self.storage_dir = tempfile.mkdtemp(prefix="kvsim-sglang-hicache-")
+            envs = self.mods["sglang.srt.environ"].envs
+            envs.SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR.default = path
+
+    def close(self):
+        if self.storage_dir is not None:
+            import shutil  # noqa: PLC0415
+            shutil.rmtree(self.storage_dir, ignore_errors=True)
+            self.storage_dir = None
+
+    @property
+    def storage_backend(self):
+        return None if self.storage is None else self.controller.storage_backend
 
     def _configure_runtime(self):
         try:
