@@ -501,6 +501,8 @@ class Driver(StorageCalls):
         streams = self.device.streams
         if not 0 <= stream_no < len(streams):
             raise DriverError(f"no stream {stream_no} (streams: {self.target.streams})")
+        if getattr(self, "_streams_frozen", False):
+            return {"ran": 0}  # inject target 2: the GPU is slow this call
         return {"ran": self.device.step(streams[stream_no], int(request.get("n", 1)))}
 
     def _call_inject(self, request):
@@ -525,16 +527,15 @@ class Driver(StorageCalls):
                         t.allocator.free(held)
                     self._release_after.append(release)
         elif kind == 2:
-            ev = self.device.Event
-            original = ev.__dict__.get("query")
-            ev.query = lambda self_: False
+            # A slow GPU: the copy streams make no progress through the next call (its `step`s
+            # run nothing). Queries stay truthful: an event whose work has run queries True on
+            # real hardware, and SGLang relies on it (LayerDoneCounter.update_producer asserts a
+            # reused producer's finish event is done); a blocking wait still completes.
+            self._streams_frozen = True
 
-            def restore():
-                if original is None:
-                    del ev.query
-                else:
-                    ev.query = original
-            self._release_after.append(restore)
+            def thaw():
+                self._streams_frozen = False
+            self._release_after.append(thaw)
         elif kind not in (0, 1, 2):
             raise DriverError(f"inject target {kind} is not 0, 1 or 2")
         return {}

@@ -22,7 +22,7 @@ class TargetConfigError(Exception):
 
 # kvsim's scenario fields the SGLang target does not model yet (value must be the default).
 _UNSUPPORTED_NONZERO = ("swa_window_tokens", "mamba_device_states", "sparse_index_bytes_per_page")
-HOST_LAYOUTS = ("layer_first", "page_first", "page_first_direct")
+HOST_LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 PREFETCH_STOP_POLICIES = ("best_effort", "wait_complete", "timeout")
 
