@@ -32,8 +32,8 @@ def main():
                                                           "PYTHONDONTWRITEBYTECODE": "1"})
         out = os.path.join(d, "w.jsonl")
         cmd = ([a.kvsim, "import-sglang"] if a.kvsim else
-               ["/usr/bin/python3", os.path.join(ROOT, "tools", "import_sglang",
-                                                 "kvsim_import_sglang.py")])
+               ["/usr/bin/python3", os.path.join(ROOT, "python", "kvsim",
+                                                 "import_sglang.py")])
         # A fresh measuring process runs the import as its only child, so the peak resident
         # memory is the import's own (not the dump generator's).
         measure = ("import resource, subprocess, sys, time\n"

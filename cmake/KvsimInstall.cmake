@@ -1,5 +1,5 @@
 # What `cmake --install` writes, and the packages built from it:
-#   bin/kvsim, share/kvsim/kvsim_import_sglang.py
+#   bin/kvsim, share/kvsim/import_sglang.py
 #   include/kvsim/{core,sim,conformance}/**.h     (include paths as in the tree: "core/...")
 #   lib/libkvsim_*.a                              (one per core module, the simulator, the kit)
 #   lib/cmake/kvsim/kvsimConfig.cmake + targets   (find_package(kvsim): kvsim::core, kvsim::sim,

@@ -1,4 +1,4 @@
-"""Tests of kvsim import-sglang (tools/import_sglang/kvsim_import_sglang.py).
+"""Tests of kvsim import-sglang (python/kvsim/import_sglang.py).
 
 Every dump is written here by pickling stand-ins of SGLang's classes under SGLang's module and
 class names (sglang_standins.py), in the shape tokenizer_manager.py writes: one per shape
@@ -19,7 +19,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SCRIPT = os.path.join(ROOT, "tools", "import_sglang", "kvsim_import_sglang.py")
+SCRIPT = os.path.join(ROOT, "python", "kvsim", "import_sglang.py")
 sys.path.insert(0, HERE)
 
 from sglang_standins import (GenerateReqInput, LoRARef, NumpyIds, ServerArgs,  # noqa: E402
@@ -251,8 +251,9 @@ def test_os_system_by_reduce_is_refused_and_never_runs(tmp_path):
     assert not (tmp_path / "w.jsonl").exists()
 
 
+# (A global under sglang.* is read as inert data instead: test_import_sglang_hostile.py.)
 @pytest.mark.parametrize("module,name", [("subprocess", "Popen"), ("builtins", "eval"),
-                                         ("builtins", "getattr"), ("sglang.srt.utils", "x"),
+                                         ("builtins", "getattr"), ("sglangx.srt", "x"),
                                          ("torch._utils", "_rebuild_tensor_v2")])
 def test_globals_outside_the_allow_list_are_refused_by_name(tmp_path, module, name):
     blob = b"\x80\x02c" + module.encode() + b"\n" + name.encode() + b"\n)R."
@@ -275,7 +276,18 @@ def test_the_allow_list_is_exactly_the_dump_classes():
     # execute code: builtins are data constructors only
     for (m, n), target in imp.ALLOWED.items():
         if m in ("builtins", "__builtin__"):
-            assert n in ("set", "frozenset", "complex", "bytearray", "object"), n
+            assert n in ("set", "frozenset", "complex", "bytearray", "bytes", "object"), n
+
+
+def test_empty_bytes_of_protocol_2_import_and_bytes_n_is_refused(tmp_path):
+    doc = dump_doc([req([1, 2], "a", 1.0)], ServerArgs())
+    doc["requests"][0][0].sampling_params = {"stop": b""}
+    rc, out = run_import(tmp_path, doc, protocol=2)
+    assert rc == 0
+    blob = b"\x80\x02c__builtin__\nbytes\nJ\x00\x00\x00\x40\x85R."  # bytes(2**30)
+    (tmp_path / "n.pkl").write_bytes(blob)
+    rc, text = run_cli(str(tmp_path / "n.pkl"), "-o", str(tmp_path / "w.jsonl"))
+    assert rc == 2 and "builtins.bytes is allowed without arguments only" in text
 
 
 def test_truncated_dumps_are_clear_errors_at_every_cut(tmp_path):

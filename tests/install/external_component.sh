@@ -12,7 +12,7 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 for f in bin/kvsim lib/cmake/kvsim/kvsimConfig.cmake lib/cmake/kvsim/kvsimTargets.cmake \
          lib/pkgconfig/kvsim.pc lib/libkvsim_sim.a lib/libkvsim_conformance.a \
          include/kvsim/core/cache/hi_cache.h include/kvsim/sim/model/executor.h \
-         include/kvsim/conformance/conformance.h share/kvsim/kvsim_import_sglang.py; do
+         include/kvsim/conformance/conformance.h share/kvsim/import_sglang.py; do
   [ -e "$prefix/$f" ] || { echo "external_component: $f was not installed"; exit 1; }
 done
 # (captured first: grep -q closing the pipe early would kill kvsim with SIGPIPE under pipefail)

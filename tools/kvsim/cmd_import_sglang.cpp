@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kScript = "kvsim_import_sglang.py";
+// python/kvsim/import_sglang.py, run as a script (it needs the standard library only, not the
+// compiled module that `import kvsim` loads).
+constexpr const char* kScript = "import_sglang.py";
 
 bool is_file(const fs::path& p) {
   std::error_code ec;
@@ -36,7 +38,7 @@ std::string find_script() {
     candidates.push_back(exe.parent_path() / ".." / "share" / "kvsim" / kScript);
   }
 #ifdef KVSIM_SOURCE_DIR
-  candidates.push_back(fs::path(KVSIM_SOURCE_DIR) / "tools" / "import_sglang" / kScript);
+  candidates.push_back(fs::path(KVSIM_SOURCE_DIR) / "python" / "kvsim" / kScript);
 #endif
   for (const fs::path& p : candidates) {
     if (is_file(p)) return p.string();

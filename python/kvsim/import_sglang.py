@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """kvsim import-sglang: SGLang crash and request dumps -> a kvsim workload trace.
 
+Run as `kvsim import-sglang ...` (the binary runs this file as a script), as
+`python -m kvsim.import_sglang ...`, or as `python3 import_sglang.py ...`.
+
 SGLang writes two kinds of pickle (python/sglang/srt/managers/tokenizer_manager.py):
   --crash-dump-folder DIR      DIR/<host>/crash_dump_<time>.pkl when the server dies
   --dump-requests-folder DIR   DIR/<time>.pkl every --dump-requests-threshold requests
@@ -15,6 +18,15 @@ by name. Only the Python standard library is used (Debian's python3).
 Exit codes follow kvsim's: 0 imported, 2 bad input or bad flags.
 """
 
+import os
+import sys
+
+# Run as a script, this file's folder (the kvsim package) heads sys.path: its modules must not
+# shadow the standard library's.
+if __name__ == "__main__" and sys.path and sys.path[0] and os.path.isdir(sys.path[0]) and \
+        os.path.samefile(sys.path[0], os.path.dirname(os.path.abspath(__file__))):
+    del sys.path[0]
+
 import argparse
 import array
 import datetime
@@ -22,12 +34,32 @@ import gc
 import io
 import json
 import math
-import os
 import pickle
 import re
-import sys
+import reprlib
 
 EXIT_BAD_INPUT = 2
+
+# Values from the dump are shown through this: a bounded repr (depth, items, length), so a value
+# that shares sub-objects (a DAG 60 levels deep is 2 KB of pickle and 2^60 leaves as a tree) is
+# never formatted or walked whole.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 80, 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 6
+
+
+def short(v):
+    return _REPR.repr(v)
+
+
+def text(s):
+    """A string JSON readers accept: lone surrogates (a file name that is not UTF-8, a string in
+    the dump) spelt as escapes instead of written as invalid UTF-8."""
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown_path(path):
+    return text(path) if isinstance(path, str) else text(os.fsdecode(path))
 
 # ---------------------------------------------------------------------------------------------
 # Restricted unpickling
@@ -47,6 +79,10 @@ class Record:
         obj = object.__new__(cls)
         obj.fields = {}
         return obj
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:  # REDUCE(cls, args): an enum member, a namedtuple, ...
+            self.fields = {"_args": list(args), **{str(k): v for k, v in kwargs.items()}}
 
     def __setstate__(self, state):
         # A dataclass pickles its __dict__; with __slots__ the state is (dict or None, slots).
@@ -69,8 +105,29 @@ class Record:
         return self.fields.get(name, default)
 
 
-def _record_class(module, name):
-    return type(name, (Record,), {"__slots__": (), "sglang_name": module + "." + name})
+class InertRecord(Record):
+    """An SGLang class the importer does not know (e.g. a config dataclass a newer SGLang added
+    to ServerArgs): its state is kept as data, whatever shape it has; nothing is called."""
+
+    __slots__ = ()
+
+    def __setstate__(self, state):
+        if isinstance(state, dict):
+            self.fields = state
+        elif isinstance(state, tuple) and len(state) == 2 and all(
+                part is None or isinstance(part, dict) for part in state):
+            super().__setstate__(state)
+        else:
+            self.fields = {"_state": state}
+
+
+def _record_class(module, name, base=Record):
+    return type(name, (base,), {"__slots__": (), "sglang_name": module + "." + name})
+
+
+# sglang.<identifiers>: the classes read as inert records when the allow-list does not name them.
+_SGLANG_GLOBAL = re.compile(r"sglang(\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 GenerateReqInput = _record_class("sglang.srt.managers.io_struct", "GenerateReqInput")
@@ -104,7 +161,7 @@ class NpDtype:
 
     def __init__(self, spec):
         if not isinstance(spec, str) or len(spec) < 2:
-            raise pickle.UnpicklingError("numpy dtype %r is not a plain number type" % (spec,))
+            raise pickle.UnpicklingError("numpy dtype %s is not a plain number type" % (short(spec),))
         spec = spec.lstrip("<>=|")
         kind, size = spec[0], spec[1:]
         if not size.isdigit() or (kind, int(size)) not in _NP_KINDS:
@@ -134,7 +191,8 @@ def _np_dtype(spec, align=False, copy=True):
 def _shape(shape):
     if not isinstance(shape, tuple) or len(shape) > 2 or not all(
             isinstance(n, int) and 0 <= n < 1 << 31 for n in shape):
-        raise pickle.UnpicklingError("numpy array shape %r is not 1- or 2-dimensional" % (shape,))
+        raise pickle.UnpicklingError(
+            "numpy array shape %s is not 1- or 2-dimensional" % (short(shape),))
     return shape
 
 
@@ -197,6 +255,14 @@ def _latin1_bytes(text, encoding="latin1"):
     return text.encode("latin-1")
 
 
+def _empty_bytes(*args):
+    # Protocols 0-2 write b"" as builtins.bytes(): allowed with no argument only (bytes(n) would
+    # allocate what the file asks).
+    if args:
+        raise pickle.UnpicklingError("builtins.bytes is allowed without arguments only")
+    return b""
+
+
 def _http_status(code):
     if not isinstance(code, int):
         raise pickle.UnpicklingError("http.HTTPStatus of a non-integer")
@@ -221,6 +287,7 @@ ALLOWED = {
     ("builtins", "frozenset"): frozenset,
     ("builtins", "complex"): complex,
     ("builtins", "bytearray"): bytearray,
+    ("builtins", "bytes"): _empty_bytes,
     ("collections", "OrderedDict"): dict,
     ("collections", "deque"): lambda iterable=(), maxlen=None: list(iterable),
     ("http", "HTTPStatus"): _http_status,
@@ -242,12 +309,23 @@ for _m in _NUMPY_MODULES:
 class RestrictedUnpickler(pickle.Unpickler):
     packed_module = None  # set when the stream went through compact_int_runs
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.inert = {}  # (module, name) -> InertRecord subclass, for the classes read so far
+
     def find_class(self, module, name):
         target = ALLOWED.get((module, name))
         if target is not None:
             return target
         if module == self.packed_module and name == "ids":
             return PackedInts
+        if _SGLANG_GLOBAL.match(module) and _IDENTIFIER.match(name):
+            # Another SGLang class: data we do not model, never code we run (the class is ours,
+            # built here; the module is not imported).
+            cls = self.inert.get((module, name))
+            if cls is None:
+                cls = self.inert[(module, name)] = _record_class(module, name, InertRecord)
+            return cls
         if module.split(".")[0] == "torch":
             raise pickle.UnpicklingError(
                 "global '%s.%s' is not allowed: torch tensors are not read (this reader imports "
@@ -359,7 +437,8 @@ def load_dump(path, max_bytes):
         if packed is not None:
             unpickler.packed_module = module
         del data, packed
-        return unpickler.load()
+        doc = unpickler.load()
+        return doc, sorted("%s.%s" % k for k in unpickler.inert)
     except OSError as e:
         raise ImportFailure("%s: cannot read file (%s)" % (path, e.strerror or e))
     except pickle.UnpicklingError as e:
@@ -457,18 +536,28 @@ def as_int(v, field, lo=0, hi=1 << 40):
     return v
 
 
+MAX_SECONDS = 1e11  # |created_time| beyond this (year ~5000) is not a time SGLang wrote
+
+
 def as_time(v, field):
     v = plain(v)
     if isinstance(v, datetime.datetime):
-        v = v.timestamp()
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        try:
+            v = v.timestamp()
+        except (OverflowError, ValueError, OSError) as e:  # datetime.min and its like
+            raise Skip(field, "datetime %s has no timestamp (%s)" % (short(v), e))
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise Skip(field, "expected a time in seconds, got %r" % (type(v).__name__,))
+    if not math.isfinite(v) or abs(v) > MAX_SECONDS:
+        raise Skip(field, "expected a time in seconds since 1970 (|t| <= %g), got %s" %
+                   (MAX_SECONDS, short(v)))
     return float(v)
 
 
 def clean_str(v, limit=200):
     """A short, valid UTF-8 string for the trace (lone surrogates replaced)."""
-    return str(v)[:limit].encode("utf-8", "replace").decode("utf-8")
+    v = v[:limit] if isinstance(v, str) else short(v)
+    return v[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 def scalar_or_first(v):
@@ -578,18 +667,31 @@ def read_request(entry, index, source, opts, seen_ids):
     return r
 
 
-def dump_config(doc, path):
+def argument_names(cfg, dropped):
+    """The configuration's entries named by a string (an argument name); other keys (an int, a
+    tuple: a dump's dict can mix key types) are counted in dropped and left out."""
+    out = {}
+    for k, v in cfg.items():
+        if isinstance(k, str):
+            out[k] = v
+        else:
+            dropped.append(short(k))
+    return out
+
+
+def dump_config(doc, path, dropped):
     """The server configuration the dump recorded: resolved_config, else server_args's fields."""
     resolved = doc.get("resolved_config")
     if isinstance(resolved, dict):
-        return resolved, "resolved_config"
+        return argument_names(resolved, dropped), "resolved_config"
     sa = doc.get("server_args")
     if isinstance(sa, ServerArgs):
-        cfg = dict(sa.fields)
-        for update in doc.get("config_updates") or []:
+        cfg = argument_names(sa.fields, dropped)
+        updates = doc.get("config_updates") or []
+        for update in updates if isinstance(updates, (list, tuple)) else []:
             if isinstance(update, (tuple, list)) and len(update) == 2 and isinstance(
                     update[1], dict):
-                cfg.update(update[1])
+                cfg.update(argument_names(update[1], dropped))
         return cfg, "server_args"
     if sa is not None and not isinstance(sa, ServerArgs):
         raise ImportFailure("%s: field server_args: expected a ServerArgs or None, got %s" %
@@ -637,7 +739,7 @@ def cfg_int(cfg, name, notes, lo=1, hi=1 << 40):
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        notes[name] = "value %r is not an integer in %d..%d; ignored" % (v, lo, hi)
+        notes[name] = "value %s is not an integer in %d..%d; ignored" % (short(v), lo, hi)
         return None
     return v
 
@@ -670,7 +772,7 @@ def build_scenario(cfg, cfg_source, requests, opts, notes, assumed):
 
     ratio = cfg.get("hicache_ratio", 2.0)
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1e6:
-        notes["hicache_ratio"] = "value %r is not a positive number; 2.0 used" % (ratio,)
+        notes["hicache_ratio"] = "value %s is not a positive number; 2.0 used" % (short(ratio),)
         ratio = 2.0
     if "hicache_ratio" not in cfg:
         assumed["hicache_ratio"] = "not recorded; SGLang's default 2.0"
@@ -684,7 +786,8 @@ def build_scenario(cfg, cfg_source, requests, opts, notes, assumed):
     if wp in ("write_through", "write_through_selective", "write_back"):
         cache["write_policy"] = wp
     else:
-        notes["hicache_write_policy"] = "value %r has no kvsim counterpart; write_through" % (wp,)
+        notes["hicache_write_policy"] = ("value %s has no kvsim counterpart; write_through" %
+                                         (short(wp),))
     if opts.write_policy:
         cache["write_policy"] = opts.write_policy
     layout = cfg.get("hicache_mem_layout")
@@ -693,18 +796,18 @@ def build_scenario(cfg, cfg_source, requests, opts, notes, assumed):
     elif layout is not None:
         cache["host_layout"] = "page_first"
         if layout != "page_first":
-            notes["hicache_mem_layout"] = "value %r modelled as page_first" % (layout,)
+            notes["hicache_mem_layout"] = "value %s modelled as page_first" % (short(layout),)
     ev = cfg.get("radix_eviction_policy", "lru")
     if ev in ("lru", "lfu"):
         cache["eviction_policy"] = ev
     else:
-        notes["radix_eviction_policy"] = "value %r has no kvsim counterpart; lru" % (ev,)
+        notes["radix_eviction_policy"] = "value %s has no kvsim counterpart; lru" % (short(ev),)
     backend = cfg.get("hicache_storage_backend")
     storage = backend is not None and hier
     if backend is not None:
         notes["hicache_storage_backend"] = (
-            "%r: modelled by kvsim's in-memory storage tier" % (backend,) if hier else
-            "%r: ignored, HiCache is off" % (backend,))
+            "%s: modelled by kvsim's in-memory storage tier" % (short(backend),) if hier else
+            "%s: ignored, HiCache is off" % (short(backend),))
     if opts.storage is not None:
         storage = opts.storage == "on" and hier
     cache["storage"] = storage
@@ -712,7 +815,8 @@ def build_scenario(cfg, cfg_source, requests, opts, notes, assumed):
     if pp in ("best_effort", "wait_complete", "timeout"):
         cache["prefetch_stop_policy"] = pp
     else:
-        notes["hicache_storage_prefetch_policy"] = "value %r has no kvsim counterpart" % (pp,)
+        notes["hicache_storage_prefetch_policy"] = ("value %s has no kvsim counterpart" %
+                                                    (short(pp),))
     if opts.prefetch_policy:
         cache["prefetch_stop_policy"] = opts.prefetch_policy
 
@@ -760,21 +864,37 @@ def build_scenario(cfg, cfg_source, requests, opts, notes, assumed):
     return scenario, unmapped_relevant, ignored
 
 
-def json_safe(v, depth=0):
+def json_safe(v, depth=0, budget=None):
+    """v as JSON data, cut at depth 4, 20 items per container and 400 values in all (a value
+    that shares sub-objects is never walked as the tree it unfolds to)."""
+    if budget is None:
+        budget = [400]
+    budget[0] -= 1
+    if budget[0] < 0:
+        return "..."
     v = plain(v)
-    if v is None or isinstance(v, (bool, int, str)):
+    if v is None or isinstance(v, bool):
         return v
+    if isinstance(v, int):
+        return v if -(1 << 63) <= v < 1 << 64 else short(v)
+    if isinstance(v, str):
+        return text(v[:200])
     if isinstance(v, float):
         return v if math.isfinite(v) else str(v)
     if depth > 4:
         return "..."
-    if isinstance(v, (list, tuple, set, frozenset)):
-        return [json_safe(x, depth + 1) for x in list(v)[:20]]
+    if isinstance(v, (set, frozenset)):
+        return sorted(json_safe(x, depth + 1, budget) for x in list(v)[:20]) \
+            if all(isinstance(x, str) for x in list(v)[:20]) else \
+            [json_safe(x, depth + 1, budget) for x in list(v)[:20]]
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x, depth + 1, budget) for x in list(v)[:20]]
     if isinstance(v, dict):
-        return {str(k): json_safe(x, depth + 1) for k, x in list(v.items())[:20]}
+        return {text(k[:200]) if isinstance(k, str) else short(k): json_safe(x, depth + 1, budget)
+                for k, x in list(v.items())[:20]}
     if isinstance(v, Record):
         return {"class": v.sglang_name}
-    return str(v)[:200]
+    return text(short(v))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -831,32 +951,50 @@ def parse_args(argv):
 
 
 def dump_files(paths):
+    """[(path, found in a folder)]: a dump found in a folder that cannot be read is skipped with a
+    note (one bad file does not cost the folder); a dump named on the command line is an error."""
     files = []
     for path in paths:
         if os.path.isdir(path):
             found = []
             for root, dirs, names in os.walk(path):
                 dirs.sort()
-                found += [os.path.join(root, n) for n in sorted(names) if n.endswith(".pkl")]
+                found += [(os.path.join(root, n), True) for n in sorted(names)
+                          if n.endswith(".pkl")]
             if not found:
                 raise ImportFailure("%s: no .pkl dumps in this folder" % path)
             files += found
         else:
-            files.append(path)
+            files.append((path, False))
     return files
+
+
+MAX_TICK = 1 << 39  # the scenario's max_ticks (2 * last + 10^7) stays below 2^40
 
 
 def run(argv):
     opts = parse_args(argv)
-    files = dump_files(opts.dumps)
+    listed = dump_files(opts.dumps)
+    files = []  # the dumps read
+    skipped_files = []  # "<file>: <why>" of dumps found in a folder that could not be read
+    inert = set()  # SGLang classes read as inert records
+    dropped_keys = []  # configuration keys that are not argument names
     requests, skipped, dup = [], [], 0
     config, config_source, config_file = None, "none", None
     config_differs = False
     by_rid = {}  # SGLang rid -> position in requests
     total_tokens = 0
     states = {"finished": 0, "unfinished": 0, "aborted": 0}
-    for path in files:
-        doc = load_dump(path, opts.max_file_mb << 20)
+    for path, in_folder in listed:
+        try:
+            doc, classes = load_dump(path, opts.max_file_mb << 20)
+        except ImportFailure as e:
+            if not in_folder or opts.strict:
+                raise
+            skipped_files.append(str(e))
+            continue
+        files.append(path)
+        inert.update(classes)
         if not isinstance(doc, dict):
             raise ImportFailure("%s: expected a dict with server_args and requests, got %s" %
                                 (path, type(doc).__name__))
@@ -869,7 +1007,7 @@ def run(argv):
         if len(entries) + len(requests) > opts.max_requests:
             raise ImportFailure("%s: field requests: %d requests is more than --max-requests %d"
                                 % (path, len(entries) + len(requests), opts.max_requests))
-        cfg, src = dump_config(doc, path)
+        cfg, src = dump_config(doc, path, dropped_keys)
         if cfg is not None:
             if config is not None and json_safe(cfg) != json_safe(config):
                 config_differs = True
@@ -877,7 +1015,12 @@ def run(argv):
         seen_ids = {}  # id() of this dump's input_ids lists (valid while the dump is alive)
         for i, entry in enumerate(entries):
             try:
-                r = read_request(entry, i, path, opts, seen_ids)
+                try:
+                    r = read_request(entry, i, path, opts, seen_ids)
+                except (Skip, RecursionError, MemoryError):
+                    raise
+                except Exception as e:  # a shape of hostile data no check above names
+                    raise Skip("", "cannot be read (%s: %s)" % (type(e).__name__, short(str(e))))
             except Skip as s:
                 where = "%s: request %d%s" % (path, i, ": field " + s.field if s.field else "")
                 if opts.strict:
@@ -901,6 +1044,9 @@ def run(argv):
                                     "--max-total-tokens %d" % (path, i, total_tokens,
                                                               opts.max_total_tokens))
         del doc, entries, seen_ids
+    if not files:
+        raise ImportFailure("no readable dump (%d skipped); first: %s" %
+                            (len(skipped_files), skipped_files[0]))
     if not requests:
         raise ImportFailure("%s: no importable requests (%d skipped)%s" %
                             (files[0] if len(files) == 1 else "the dumps", len(skipped),
@@ -910,12 +1056,29 @@ def run(argv):
     t0 = requests[0].created
     namespaces = {}
     for r in requests:
-        r.tick = int(round((r.created - t0) * 1000.0 / opts.ms_per_tick))
+        ticks = (r.created - t0) * 1000.0 / opts.ms_per_tick
+        if not ticks <= MAX_TICK:
+            raise ImportFailure(
+                "%s: request %d: field created_time: %.17g s after the first request is more "
+                "than 2^39 ticks at --ms-per-tick %g (raise --ms-per-tick)" %
+                (r.source, r.index, r.created - t0, opts.ms_per_tick))
+        r.tick = int(round(ticks))
         states[r.state] += 1
         if r.ns_key is not None and r.ns_key not in namespaces:
             namespaces[r.ns_key] = len(namespaces) + 1
 
     notes, assumed = {}, {}
+    if inert:
+        notes["sglang_classes"] = (
+            "%d SGLang class(es) the importer does not model read as inert data (nothing run): "
+            "%s" % (len(inert), ", ".join(sorted(inert)[:10])))
+    if dropped_keys:
+        notes["configuration_keys"] = (
+            "%d configuration key(s) that are not argument names ignored: %s" %
+            (len(dropped_keys), ", ".join(dropped_keys[:5])))
+    if skipped_files:
+        notes["unreadable_dumps"] = "%d dump(s) in the folder(s) skipped: %s" % (
+            len(skipped_files), "; ".join(skipped_files[:5]))
     if config_differs:
         notes["configuration"] = ("the dumps record different server arguments; those of %s "
                                   "(the last read) are used" % config_file)
@@ -926,7 +1089,8 @@ def run(argv):
         "kvsim_trace": 1, "kind": "workload", "seed": opts.seed, "scenario": scenario,
         "import": {
             "from": "sglang",
-            "dumps": files,
+            "dumps": [shown_path(f) for f in files],
+            "skipped_dumps": len(skipped_files),
             "config_from": config_source if config is not None else "none (server_args None)",
             "requests": len(requests),
             "finished": states["finished"], "unfinished": states["unfinished"],
@@ -947,7 +1111,7 @@ def run(argv):
     out_path = opts.out or (os.path.splitext(os.path.basename(files[0]))[0] + ".workload.jsonl")
     try:
         with open(out_path, "w", encoding="utf-8") as f:
-            f.write(json.dumps(header, separators=(",", ":")) + "\n")
+            f.write(json.dumps(json_text(header), separators=(",", ":")) + "\n")
             for n, r in enumerate(requests, 1):
                 line = {"rid": n, "tick": r.tick,
                         "ns": namespaces.get(r.ns_key, 0) if r.ns_key else 0,
@@ -963,8 +1127,8 @@ def run(argv):
     err = sys.stderr
     print("%s: %d requests imported from %d dump(s) (%d finished, %d unfinished, %d aborted); "
           "%d skipped, %d duplicates merged" %
-          (out_path, len(requests), len(files), states["finished"], states["unfinished"],
-           states["aborted"], len(skipped), dup))
+          (shown_path(out_path), len(requests), len(files), states["finished"],
+           states["unfinished"], states["aborted"], len(skipped), dup))
     print("  configuration from %s" % (config_source if config is not None else
                                        "nothing: server_args is None in every dump; defaults"),
           file=err)
@@ -986,8 +1150,21 @@ def run(argv):
     if ignored:
         print("  %d other argument(s) do not affect the cache model (listed in the header under "
               "import.ignored_arguments)" % len(ignored), file=err)
-    print("  next: kvsim run --workload %s" % out_path, file=err)
+    for s in skipped_files[:10]:
+        print("  skipped dump %s" % s, file=err)
+    print("  next: kvsim run --workload %s" % shown_path(out_path), file=err)
     return 0
+
+
+def json_text(v):
+    """The header (built here, a tree) with every string valid for a JSON reader."""
+    if isinstance(v, str):
+        return text(v)
+    if isinstance(v, dict):
+        return {text(str(k)): json_text(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_text(x) for x in v]
+    return v
 
 
 def main(argv):
