@@ -8,9 +8,14 @@
 #include <type_traits>
 
 #include "sim/base/json_reader.h"
+#include "sim/config/scenario_schema_pieces.h"
 
 namespace kvsim::sim {
 namespace {
+
+using schema::has;
+using schema::positive;
+using schema::when;
 
 constexpr int64_t kBig = int64_t{1} << 40;
 
@@ -98,27 +103,6 @@ nlohmann::json storage_json(const Scenario& s) {
   return j;
 }
 
-// JSON Schema pieces: "the document has `section.field` matching `cond`" and "if A then B".
-nlohmann::json has(const std::string& section, const std::string& field, nlohmann::json cond) {
-  nlohmann::json inner = nlohmann::json::object();
-  inner["properties"][field] = std::move(cond);
-  inner["required"] = nlohmann::json::array({field});
-  nlohmann::json j = nlohmann::json::object();
-  j["properties"][section] = std::move(inner);
-  j["required"] = nlohmann::json::array({section});
-  return j;
-}
-
-nlohmann::json when(nlohmann::json if_, nlohmann::json then_) {
-  nlohmann::json j = nlohmann::json::object();
-  j["if"] = std::move(if_);
-  j["then"] = std::move(then_);
-  return j;
-}
-
-nlohmann::json positive() {
-  return nlohmann::json::parse(R"({"exclusiveMinimum": 0})");
-}
 
 std::vector<FieldChoice> workload_kind_choices() {
   return {
@@ -572,20 +556,6 @@ std::vector<FieldSpec> make_fields() {
   return t;
 }
 
-// Levenshtein distance, for "did you mean".
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 }  // namespace
 
@@ -607,241 +577,6 @@ nlohmann::json FieldSpec::default_value() const {
   if (required || type == FieldType::kObject) return nullptr;
   if (fixed_default) return *fixed_default;
   return get(scenario_base());
-}
-
-void read_section(JsonReader& r, const std::string& sec, Scenario& s) {
-  std::vector<std::string> names;
-  for (const FieldSpec& f : scenario_fields()) {
-    if (f.section != sec) continue;
-    names.push_back(f.name);
-    const nlohmann::json fallback = f.fixed_default ? *f.fixed_default : f.get ? f.get(s) : nullptr;
-    switch (f.type) {
-      case FieldType::kInteger: {
-        const int64_t v = f.required ? r.required_integer(f.name, f.imin, f.imax)
-                                     : r.integer(f.name, fallback.get<int64_t>(), f.imin, f.imax);
-        if (f.multiple_of > 0 && v % f.multiple_of != 0) {
-          r.fail(f.name, "must be a multiple of " + std::to_string(f.multiple_of));
-        }
-        f.set(s, v);
-        if (!f.multiple_of_field.empty() || !f.at_least_field.empty()) {
-          // The other field is an earlier row of this section: read already.
-          for (const FieldSpec& o : scenario_fields()) {
-            if (o.section != sec) continue;
-            if (o.name == f.multiple_of_field && v % o.get(s).get<int64_t>() != 0) {
-              r.fail(f.name, "must be a multiple of " + o.name);
-            }
-            if (o.name == f.at_least_field && v < o.get(s).get<int64_t>()) {
-              r.fail(f.name, "is smaller than " + o.name);
-            }
-          }
-        }
-        break;
-      }
-      case FieldType::kNumber:
-        f.set(s, r.number(f.name, fallback.get<double>(), f.dmin, f.dmax));
-        break;
-      case FieldType::kBoolean:
-        f.set(s, r.boolean(f.name, fallback.get<bool>()));
-        break;
-      case FieldType::kString:
-        f.set(s, f.required ? r.required_string(f.name)
-                            : r.string(f.name, fallback.get<std::string>()));
-        break;
-      case FieldType::kChoice: {
-        std::vector<std::string> values;
-        for (const FieldChoice& c : f.choices)
-          values.push_back(c.value);
-        f.set(s, r.choice(f.name, fallback.get<std::string>(), values));
-        break;
-      }
-      case FieldType::kObject: {
-        JsonReader sub = r.object(f.name);
-        read_section(sub, f.path(), s);
-        if (f.check) f.check(sub, s);
-        sub.finish();
-        break;
-      }
-      case FieldType::kBoolOrObject: {
-        if (!r.has(f.name) || !r.raw(f.name).is_object()) {
-          f.set(s, r.boolean(f.name, fallback.is_boolean() && fallback.get<bool>()));
-          break;
-        }
-        JsonReader sub = r.object(f.name);
-        read_section(sub, f.path(), s);
-        if (f.check) f.check(sub, s);
-        sub.finish();
-        break;
-      }
-    }
-  }
-  // Unknown fields: named with the nearest known one when it is close (a misspelling).
-  for (const std::string& key : r.unread()) {
-    std::string best;
-    size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
-    for (const std::string& n : names) {
-      if (key.size() > 64) break;  // not a misspelling; keep the distance cheap
-      const size_t d = distance(key, n);
-      if (d < best_d) best_d = d, best = n;
-    }
-    r.fail(key, best.empty() ? "unknown field" : "unknown field (did you mean " + best + "?)");
-  }
-}
-
-nlohmann::json write_section(const Scenario& s, const std::string& sec) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const FieldSpec& f : scenario_fields()) {
-    if (f.section != sec) continue;
-    if (f.type == FieldType::kObject) {
-      j[f.name] = write_section(s, f.path());
-      continue;
-    }
-    nlohmann::json v = f.get(s);
-    if (f.omit_when_empty && v.is_string() && v.get<std::string>().empty()) continue;
-    j[f.name] = std::move(v);
-  }
-  return j;
-}
-
-}  // namespace kvsim::sim
-
-namespace kvsim::sim {
-namespace {
-
-std::vector<ScenarioRule> make_rules() {
-  std::vector<ScenarioRule> t;
-  // The window is what makes a model hybrid SWA; the SWA pool sizes only size it.
-  const std::string no_window =
-      "a SWA pool without a SWA window is never used: set cache.swa_window_tokens";
-  t.push_back({"cache.swa_device_tokens", "cache.swa_window_tokens", true,
-               "A SWA pool size needs a SWA window.", [no_window](const Scenario& s, ScenarioUse) {
-                 return s.cache.swa_window_tokens == 0 && s.cache.swa_device_tokens > 0
-                            ? no_window
-                            : std::string();
-               }});
-  t.push_back({"cache.swa_host_tokens", "cache.swa_window_tokens", true,
-               "A SWA pool size needs a SWA window.", [no_window](const Scenario& s, ScenarioUse) {
-                 return s.cache.swa_window_tokens == 0 && s.cache.swa_host_tokens > 0
-                            ? no_window
-                            : std::string();
-               }});
-  t.push_back({"cache.mamba_host_states", "cache.mamba_device_states", true,
-               "Mamba host states need Mamba device states.", [](const Scenario& s, ScenarioUse) {
-                 return s.cache.mamba_host_states > 0 && s.cache.mamba_device_states == 0
-                            ? std::string("Mamba host states need Mamba device states")
-                            : std::string();
-               }});
-  t.push_back({"cache.storage", "cache.hierarchical", true,
-               "The storage tier sits below the host tier: it needs `hierarchical` true.",
-               [](const Scenario& s, ScenarioUse) {
-                 return s.storage && !s.cache.hierarchical
-                            ? std::string(
-                                  "the storage tier sits below the host tier: it needs "
-                                  "hierarchical true")
-                            : std::string();
-               }});
-  t.push_back({"workload.trace", "workload.kind", true,
-               "A trace file is read by the mooncake workload only.",
-               [](const Scenario& s, ScenarioUse) {
-                 return !s.workload.trace_path.empty() && s.workload.kind != WorkloadKind::kMooncake
-                            ? "a trace file is read by the mooncake workload only, not \"" +
-                                  std::string(to_string(s.workload.kind)) + "\""
-                            : std::string();
-               }});
-  t[0].schema = when(has("cache", "swa_device_tokens", positive()),
-                     has("cache", "swa_window_tokens", positive()));
-  t[1].schema = when(has("cache", "swa_host_tokens", positive()),
-                     has("cache", "swa_window_tokens", positive()));
-  t[2].schema = when(has("cache", "mamba_host_states", positive()),
-                     has("cache", "mamba_device_states", positive()));
-  t[3].schema =
-      when(has("cache", "storage",
-               nlohmann::json::parse(
-                   R"({"anyOf": [{"const": true},
-                            {"type": "object", "properties": {"enabled": {"const": true}}}]})")),
-           nlohmann::json::parse(
-               R"({"properties": {"cache": {"properties": {"hierarchical": {"const": true}}}}})"));
-  t[4].schema = when(has("workload", "trace", nlohmann::json::object()),
-                     has("workload", "kind", nlohmann::json::parse(R"({"const": "mooncake"})")));
-  t.push_back({"cache.swa_window_tokens", "", false,
-               "A SWA window is at least one page (`page_size`).",
-               [](const Scenario& s, ScenarioUse) {
-                 return s.cache.has_swa() && s.cache.swa_window_tokens < s.cache.page_size
-                            ? std::string("must be at least one page")
-                            : std::string();
-               }});
-  t.push_back(
-      {"cache.device_tokens", "", false,
-       "The device pool holds the largest request the workload makes: `system_prompt_tokens` + "
-       "4 × `prompt_max` + `output_max` (an agentic conversation grows to 4 × `prompt_max`). "
-       "Not checked for mooncake workloads, whose requests are the trace's.",
-       [](const Scenario& s, ScenarioUse use) {
-         // A trace's configuration may have been shrunk below its workload: its ops are what
-         // replay.
-         const int64_t largest =
-             s.workload.kind == WorkloadKind::kMooncake || use == ScenarioUse::kReplay
-                 ? 0
-                 : s.workload.system_prompt_tokens + s.workload.prompt_max * 4 +
-                       s.workload.output_max;
-         return largest > s.cache.device_tokens
-                    ? std::to_string(s.cache.device_tokens) +
-                          " tokens cannot hold the largest request the workload makes (" +
-                          std::to_string(largest) + " tokens)"
-                    : std::string();
-       }});
-  t.push_back({"scheduler.mode", "", false,
-               "pd mode models full-attention models (with an optional sparse index buffer) "
-               "only: no SWA window, no Mamba states.",
-               [](const Scenario& s, ScenarioUse) {
-                 return s.scheduler.mode == SchedulerMode::kPd &&
-                                (s.cache.has_mamba() || s.cache.has_swa())
-                            ? std::string(
-                                  "pd mode supports full-attention models (with a sparse "
-                                  "index buffer) only; SWA and Mamba retract-resume are "
-                                  "not modelled yet")
-                            : std::string();
-               }});
-  t.back().schema = when(has("scheduler", "mode", nlohmann::json::parse(R"({"const": "pd"})")),
-                         nlohmann::json::parse(R"({"properties": {"cache": {"properties": {
-          "swa_window_tokens": {"const": 0}, "mamba_device_states": {"const": 0}}}}})"));
-  t.push_back({"cache.sparse_index_bytes_per_page", "", false,
-               "The sparse index buffer is modelled for pd mode only.",
-               [](const Scenario& s, ScenarioUse) {
-                 return s.sparse_index_bytes_per_page > 0 && s.scheduler.mode != SchedulerMode::kPd
-                            ? std::string(
-                                  "the sparse index buffer is modelled for pd mode only "
-                                  "(HiCache does not back it up)")
-                            : std::string();
-               }});
-  t.back().schema = when(has("cache", "sparse_index_bytes_per_page", positive()),
-                         has("scheduler", "mode", nlohmann::json::parse(R"({"const": "pd"})")));
-  t.push_back({"scheduler.mode", "", false, "pd mode runs without a storage tier.",
-               [](const Scenario& s, ScenarioUse) {
-                 return s.scheduler.mode == SchedulerMode::kPd && s.storage
-                            ? std::string("pd decode instances run without a storage tier here")
-                            : std::string();
-               }});
-  t.back().schema =
-      when(has("scheduler", "mode", nlohmann::json::parse(R"({"const": "pd"})")),
-           nlohmann::json::parse(R"({"properties": {"cache": {"properties": {"storage": {"anyOf": [
-          {"const": false},
-          {"type": "object", "properties": {"enabled": {"const": false}},
-           "required": ["enabled"]}]}}}}})"));
-  t.push_back({"cache.mamba_device_states", "", false,
-               "With Mamba, `mamba_device_states` ≥ `scheduler.max_running` + 1.",
-               [](const Scenario& s, ScenarioUse) {
-                 return s.cache.has_mamba() &&
-                                s.cache.mamba_device_states < s.scheduler.max_running + 1
-                            ? std::string("needs one state per running request plus one")
-                            : std::string();
-               }});
-  return t;
-}
-
-}  // namespace
-
-const std::vector<ScenarioRule>& scenario_rules() {
-  static const std::vector<ScenarioRule> rules = make_rules();
-  return rules;
 }
 
 }  // namespace kvsim::sim
