@@ -12,7 +12,7 @@ set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build/tsan}
 [ $# -gt 0 ] && shift
-flags="-fsanitize=thread -fno-omit-frame-pointer -g -O1"
+flags="-fsanitize=thread -fno-omit-frame-pointer -g -O1 -include $here/python/tsan/no_simd_clones.h"
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
   -DKVSIM_TESTS=OFF -DKVSIM_BENCH=OFF -DKVSIM_TOOLS=OFF -DKVSIM_PYTHON=ON \
