@@ -30,7 +30,12 @@
 //     (CacheController::live_index_buffers() == 0 at every poll point);
 //  6e.[load_back.window_whole] after a load-back every component's state on the new anchor is
 //     on device: the whole SWA window ending there, the Mamba state of the anchor (KV_ASSERT);
-//  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
+  //  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
+//  8. [slots.request_count] each pool's count of request-held pages equals its held marks;
+//  9. [storage.hash_chain] every page hash a node caches equals its recomputation from the
+//     namespace seed and the tokens of its path (hash_pages);
+// 10. [slots.held_at_quiescence] (check_quiescent only) with no request live, no slot of any
+//     pool, side pools included, is held by a request;
 //  plus every RadixTree invariant and each pool allocator's own check.
 #pragma once
 
@@ -108,6 +113,10 @@ struct HiCacheStats {
   // was skipped, or stopped short of the shortfall): always 0 on a correct core
   // (sanity_check: "evict.under_eviction").
   int64_t under_evicted_allocations = 0;
+  // Prefetch admissions whose rate-limit decision differs from the reference's (a plain
+  // recomputation from the live prefetches' tokens): always 0 on a correct core
+  // (sanity_check: "prefetch.rate_limit").
+  int64_t prefetch_rate_divergences = 0;
 };
 
 class HiCache {
@@ -225,6 +234,9 @@ class HiCache {
 
   // Every invariant the core can see on its own.
   void sanity_check(SanityReport& report) const;
+  // For a driver whose requests have all finished or aborted: sanity_check plus invariant 10
+  // (a slot a request still holds then is a leak, e.g. on an abort or rollback path).
+  void check_quiescent(SanityReport& report) const;
   // Invariant 6e as a query: "" when every component's state at `anchor` is on device (the
   // whole SWA window ending there, the anchor's Mamba state). init_load_back asserts it.
   std::string check_load_back_window(TreeNode& anchor) const;
@@ -285,6 +297,7 @@ class HiCache {
   void write_host_page(const IndexVector& slots, size_t first, std::span<const std::byte> page);
   void check_slot_ownership(SanityReport& report) const;
   void check_inflight(SanityReport& report) const;
+  void check_hash_chains(SanityReport& report) const;
 
   Backend& backend_;
   HiCacheOptions options_;
@@ -304,6 +317,9 @@ class HiCache {
   std::vector<PendingBackup> backups_;  // FIFO
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
+  friend struct HiCacheTestPeer;  // tests plant stale counters to exercise the references
+  int64_t segv_at_insert_ = 0;  // test-only crash hook (hi_cache.cpp insert); 0 = off
+  int64_t inserts_ = 0;
   int64_t last_victim_ = 0;          // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;     // the same for the latest evict_host
   bool eviction_exhausted_ = false;  // the latest eviction stopped short of its target (6d)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/cache/hi_cache.h"
+#include "core/tiers/page_hash.h"
 
 namespace kvsim {
 namespace {
@@ -82,6 +83,7 @@ void HiCache::sanity_check(SanityReport& report) const {
   check_slot_ownership(report);
   check_side_pools(report);
   check_inflight(report);
+  check_hash_chains(report);
   if (stats_.prefetch_abandoned_with_free_memory > 0) {
     report.add("prefetch.abandoned_with_free_memory",
                std::to_string(stats_.prefetch_abandoned_with_free_memory) +
@@ -106,6 +108,11 @@ void HiCache::sanity_check(SanityReport& report) const {
                    std::to_string(stats_.evicted_host_tokens) + " != held by the tree " +
                    std::to_string(tree_->host_size()));
   }
+  if (stats_.prefetch_rate_divergences > 0) {
+    report.add("prefetch.rate_limit", std::to_string(stats_.prefetch_rate_divergences) +
+                                          " prefetch admission(s) decided against the rate "
+                                          "limit's reference");
+  }
   if (stats_.under_evicted_allocations > 0) {
     report.add("evict.under_eviction",
                std::to_string(stats_.under_evicted_allocations) +
@@ -126,6 +133,8 @@ void HiCache::check_slot_ownership(SanityReport& report) const {
     if (n.full().host_value) host.own(*n.full().host_value, "tree node", n.id, report);
   });
   device.own(request_slots_->held(), "request", std::nullopt, report);
+  const std::string count_problem = request_slots_->check();
+  if (!count_problem.empty()) report.add("slots.request_count", count_problem);
   for (const auto& [rid, op] : prefetches_) {
     if (!op.host_indices) continue;
     if (op.host_indices->residency() != Residency::kHost) {
@@ -154,6 +163,8 @@ void HiCache::check_side_pools(SanityReport& report) const {
       if (d.host_value) host.own(*d.host_value, "tree node", n.id, report);
     });
     device.own(pool->request_slots().held(), "request", std::nullopt, report);
+    const std::string count_problem = pool->request_slots().check();
+    if (!count_problem.empty()) report.add("slots.request_count", count_problem);
     device.check_unowned(report);
     host.check_unowned(report);
   }
@@ -225,6 +236,42 @@ void HiCache::check_inflight(SanityReport& report) const {
     report.add("prefetch.accounting", "prefetch_tokens_occupied " +
                                           std::to_string(prefetch_tokens_occupied_) +
                                           " != recomputed " + std::to_string(occupied));
+  }
+}
+
+// [storage.hash_chain] A node's page hashes name its pages in storage: a stale or wrong chain
+// backs pages up under another prefix's key (or loads another prefix's KV). Recomputed from the
+// namespace seed and the node's tokens, chained from the parent's recomputed last digest.
+void HiCache::check_hash_chains(SanityReport& report) const {
+  std::map<NodeId, PageDigest> last;  // recomputed last digest per node, parents first
+  auto chain_end = [&](const TreeNode& n, auto& self) -> PageDigest {
+    if (n.is_root()) return namespace_seed(n.ns);
+    if (const auto it = last.find(n.id); it != last.end()) return it->second;
+    const PageDigest prev = n.parent->is_root() ? namespace_seed(n.ns) : self(*n.parent, self);
+    const std::vector<PageDigest> pages = hash_pages(prev, n.key.span(), options_.page_size);
+    last[n.id] = pages.back();
+    if (!n.hash_value.empty() && n.hash_value != pages) {
+      report.add("storage.hash_chain", "cached page hashes differ from their recomputation", n.id);
+    }
+    return pages.back();
+  };
+  tree_->for_each_node([&](const TreeNode& n) {
+    if (!n.is_root() && !n.hash_value.empty()) chain_end(n, chain_end);
+  });
+}
+
+void HiCache::check_quiescent(SanityReport& report) const {
+  sanity_check(report);
+  if (request_slots_->held_pages() != 0) {
+    report.add("slots.held_at_quiescence",
+               std::to_string(request_slots_->held_pages()) +
+                   " device page(s) still held by a request with none live");
+  }
+  for (const auto& pool : side_) {
+    if (!pool || pool->request_slots().held_pages() == 0) continue;
+    report.add("slots.held_at_quiescence", std::to_string(pool->request_slots().held_pages()) +
+                                               " " + std::string(to_string(pool->name())) +
+                                               " page(s) still held by a request with none live");
   }
 }
 

@@ -10,6 +10,22 @@
 #include "core/tiers/page_hash.h"
 
 namespace kvsim {
+namespace {
+
+// [prefetch.rate_limit] The reference of the prefetch rate limit (SGLang's
+// prefetch_capacity_limit = int(fraction * host size), refused at or above it), kept plain and
+// apart from the cached counter: the tokens of the live prefetches, summed afresh.
+bool reference_rate_limited(const std::map<RequestId, PrefetchOp>& live,
+                            const HiCacheOptions& options) {
+  int64_t occupied = 0;
+  for (const auto& [rid, op] : live)
+    occupied += static_cast<int64_t>(op.tokens.size());
+  const double capacity =
+      options.prefetch_capacity_fraction * static_cast<double>(options.host_tokens);
+  return occupied >= static_cast<int64_t>(capacity);
+}
+
+}  // namespace
 
 PageDigest HiCache::last_hash(TreeNode& node) {
   KV_ASSERT(!node.is_root(), "the root has no page hash; use namespace_seed");
@@ -111,6 +127,9 @@ bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& ancho
   if (static_cast<int64_t>(rest.size()) < threshold) return false;
   const auto limit = static_cast<int64_t>(options_.prefetch_capacity_fraction *
                                           static_cast<double>(options_.host_tokens));
+  if (reference_rate_limited(prefetches_, options_) != (prefetch_tokens_occupied_ >= limit)) {
+    ++stats_.prefetch_rate_divergences;
+  }
   if (prefetch_tokens_occupied_ >= limit) {
     KV_PROBE(st_prefetch_rate_limited);
     return false;  // rate limited

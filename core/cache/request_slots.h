@@ -3,7 +3,8 @@
 // and checking cost O(pages), not O(tokens) or a tree-set insert per token.
 //
 // Invariants: a page is held at most once; hold/release take host-resident vectors of whole,
-// aligned pages (KV_ASSERT otherwise, naming the pool and slot).
+// aligned pages (KV_ASSERT otherwise, naming the pool and slot); held_pages() equals the pages
+// marked held (check(), run by HiCache::sanity_check as "slots.request_count").
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,17 @@ class RequestSlots {
     });
   }
   int64_t held_pages() const { return count_; }
+  // The held-page count recomputed from the per-page marks ("" when they agree).
+  std::string check() const {
+    int64_t marked = 0;
+    for (size_t p = 0; p < held_.size(); ++p) {
+      if (held_[p] > 1 || (p == 0 && held_[p] != 0)) return pool_ + ": page mark corrupt";
+      marked += held_[p];
+    }
+    if (marked == count_) return "";
+    return pool_ + ": held-page count " + std::to_string(count_) + " != " +
+           std::to_string(marked) + " pages marked held";
+  }
   // Every held slot, ascending (for ownership checks).
   IndexVector held() const {
     std::vector<SlotIndex> out;
@@ -48,6 +60,7 @@ class RequestSlots {
   }
 
  private:
+  friend struct RequestSlotsTestPeer;  // tests corrupt the count to exercise check()
   template <typename F>
   void for_each_page(const IndexVector& slots, F&& f) {
     KV_ASSERT(slots.residency() == Residency::kHost, pool_ + ": device-resident slot list");

@@ -20,6 +20,9 @@
 //  9. [tree.aux] an auxiliary device value implies a full device value and an auxiliary host
 //     value a full host value; aux lock_ref > 0 only with a device value; aux evictable and
 //     protected sizes and victim sets equal their definitions. Components add their own.
+// 10. [tree.cached_value] every value a node caches equals its recomputation: the first-page
+//     hash, the id index entry, the eviction key a leaf is filed under, and stamps not ahead
+//     of the tree's clock and id counter.
 //
 // Thread-safety: none; one scheduler thread calls it.
 #pragma once
@@ -224,6 +227,7 @@ class RadixTree {
   bool is_host_leaf(const TreeNode& node) const;
   void detach(TreeNode& node);
   void check_shape(SanityReport& report) const;
+  void check_cached_values(const TreeNode& n, SanityReport& report) const;
   void check_accounting(SanityReport& report) const;
   void check_aux(SanityReport& report) const;
   void check_host_insert_result(const TreeNode& anchor, size_t aligned,

@@ -30,6 +30,30 @@ void RadixTree::sanity_check(SanityReport& report) const {
     c->sanity_check(*this, report);
 }
 
+// [tree.cached_value] what a node caches, recomputed from its key and the tree: the hash of
+// its first page (its parent's index files it under that), its entry in the id index, and its
+// stamps (never ahead of the tree's clock and id counter).
+void RadixTree::check_cached_values(const TreeNode& n, SanityReport& report) const {
+  const auto page = static_cast<size_t>(options_.page_size);
+  if (!n.is_root() && n.key.size() >= page && n.first_page_hash &&
+      *n.first_page_hash != ChildIndex::hash(n.ns, child_key(n.ns, n.key).page)) {
+    report.add("tree.cached_value", "cached first-page hash differs from its recomputation", n.id);
+  }
+  TreeNode* const* filed = nodes_.find(n.id);
+  if (filed == nullptr || *filed != &n) {
+    report.add("tree.cached_value", "node id index does not lead to the node", n.id);
+  }
+  if (n.id >= next_id_ || n.creation > clock_ || n.last_access > clock_ ||
+      n.creation > n.last_access) {
+    report.add("tree.cached_value",
+               "stamps ahead of the tree (id " + std::to_string(n.id) + " of next " +
+                   std::to_string(next_id_) + ", creation " + std::to_string(n.creation) +
+                   ", last access " + std::to_string(n.last_access) + ", clock " +
+                   std::to_string(clock_) + ")",
+               n.id);
+  }
+}
+
 void RadixTree::check_shape(SanityReport& report) const {
   const auto page = static_cast<size_t>(options_.page_size);
   size_t visited = 0;
@@ -73,6 +97,7 @@ void RadixTree::check_shape(SanityReport& report) const {
                      " != children on device " + std::to_string(on_device),
                  n.id);
     }
+    check_cached_values(n, report);
     if (n.is_root()) return;
     if (n.key.empty() || n.key.size() % page != 0) {
       report.add("tree.shape", "Misaligned key", n.id);
@@ -120,6 +145,14 @@ void RadixTree::check_accounting(SanityReport& report) const {
       report.add("tree.leaf_set", host_leaf ? "H-leaf missing" : "H-leaf extra", n.id);
     }
     if (device_leaf && host_leaf) report.add("tree.leaf_set", "node in both leaf sets", n.id);
+    // [tree.cached_value] the key a leaf is filed under is recomputed (a listed node is
+    // "held" by its set whatever key it caches, so holds() alone misses a stale key).
+    if (n.device_leaf_key && *n.device_leaf_key != eviction_key(options_.eviction_policy, n)) {
+      report.add("tree.cached_value", "device leaf filed under a stale eviction key", n.id);
+    }
+    if (n.host_leaf_key && *n.host_leaf_key != eviction_key(EvictionPolicy::kLru, n)) {
+      report.add("tree.cached_value", "host leaf filed under a stale eviction key", n.id);
+    }
   });
   if (device_leaves != device_leaves_.size() || host_leaves != host_leaves_.size()) {
     report.add("tree.leaf_set", "leaf sets hold stale nodes");
