@@ -1,5 +1,6 @@
 #include "core/cache/hi_cache.h"
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +35,7 @@ HiCache::HiCache(Backend& backend, HiCacheOptions options, StorageBackend* stora
   round_pool_to_pages(options_.host_tokens, page, "host_tokens", /*zero_ok=*/false);
   round_pool_to_pages(options_.swa_device_tokens, page, "swa_device_tokens", /*zero_ok=*/true);
   round_pool_to_pages(options_.swa_host_tokens, page, "swa_host_tokens", /*zero_ok=*/true);
+  if (const char* n = std::getenv("KVSIM_TEST_SEGV_AT_INSERT")) segv_at_insert_ = std::atoll(n);
   device_slots_ = std::make_unique<PagedSlotAllocator>(Tier::kDevice, options_.device_tokens,
                                                        options_.page_size);
   request_slots_ =
@@ -97,6 +99,13 @@ MatchResult HiCache::match_prefix(Namespace ns, std::span<const Token> tokens) {
 
 InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const IndexVector& value,
                              const AuxInsertValues& aux) {
+  // Test-only (docs/hunt.md, "Crashes"): a planted SIGSEGV at the cache's Nth insert, named by
+  // KVSIM_TEST_SEGV_AT_INSERT, so the hunt's crash recorder and replay/shrink of a crash trace
+  // have a crash to work on in a separate process. Unset: never fires.
+  if (segv_at_insert_ > 0 && ++inserts_ == segv_at_insert_) {
+    volatile int* null_page = nullptr;
+    *null_page = 1;
+  }
   InsertResult result = tree_->insert(ns, tokens, value, aux);
   release_aux_insert(aux, result);
   const size_t page = static_cast<size_t>(options_.page_size);

@@ -16,6 +16,7 @@
 #include "core/common/probe.h"
 #include "sim/base/json_reader.h"
 #include "sim/campaign/runner.h"
+#include "sim/campaign/target_fit.h"
 #include "sim/campaign/shrink.h"
 #include "sim/campaign/swarm.h"
 
@@ -100,7 +101,11 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   std::vector<Op> ops;
   probes::reset();  // the unit's own hits (thread-local counters; one unit at a time here)
   const RunResult r = run_scenario(
-      RunRequest{.scenario = &h.scenario, .seed = h.seed, .record = &ops, .setup = options.setup});
+      RunRequest{.scenario = &h.scenario,
+                 .seed = h.seed,
+                 .record = &ops,
+                 .setup = options.setup,
+                 .target = options.target});
   u.ops = r.stats.ops;
   u.event_hash = r.event_hash;
   u.faults = r.faults_fired;
@@ -111,6 +116,7 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
     u.trace = trace_path(options, u.source, h.seed, ".trace.jsonl");
     write_op_trace(u.trace, OpTrace{.scenario = h.scenario,
                                     .seed = h.seed,
+                                    .target = r.target,
                                     .ops = std::move(ops),
                                     .event_hash = r.event_hash,
                                     .violation = r.violation});
@@ -155,9 +161,10 @@ class Collector {
                        .ops = u.ops,
                        .event_hash = u.event_hash,
                        // A unit its worker never reported is a "hang" or a "crash".
-                       .verdict = !u.violation              ? "ok"
-                                  : u.hang_scenario.empty() ? "violation"
-                                                            : u.violation->invariant,
+                       .verdict = !u.violation ? "ok"
+                                  : u.violation->invariant == "crash" || !u.hang_scenario.empty()
+                                      ? u.violation->invariant
+                                      : "violation",
                        .invariant = u.violation ? u.violation->invariant : "",
                        .faults = u.faults});
     if (report_.probes.empty()) {
@@ -254,20 +261,27 @@ UnitResult lost_unit_result(const HuntOptions& o, uint64_t index, const std::str
 
 // A worker that died inside a unit: a crash of the code under test is a failure, never a unit
 // the hunt silently drops (the hunt would otherwise report "no violation" for a core that
-// cannot even start the drawn configuration).
+// cannot even start the drawn configuration). The unit is re-run under the crash recorder, so
+// the failure comes with an op trace that `kvsim replay` and `kvsim shrink` take; when the
+// re-run leaves none, the unit's scenario is written for a rerun instead.
 UnitResult crash_result(const HuntOptions& o, uint64_t index, int status) {
-  std::string how;
-  if (WIFSIGNALED(status)) {
-    how = "killed by signal " + std::to_string(WTERMSIG(status));
-    if (const char* name = strsignal(WTERMSIG(status))) how += std::string(" (") + name + ")";
-  } else if (WIFEXITED(status)) {
-    how = "exited with status " + std::to_string(WEXITSTATUS(status));
-  } else {
-    how = "ended";
+  const SimViolation how = crash_violation(status, 0);
+  const HuntUnit unit = hunt_unit(o, index);
+  std::string trace = trace_path(o, unit_identity(unit).source, unit.seed, ".crash.trace.jsonl");
+  if (!record_crash_trace(unit.scenario, unit.seed, o.setup, trace)) trace.clear();
+  if (!trace.empty()) {
+    const HuntUnit h = hunt_unit(o, index);
+    UnitResult u = unit_identity(h);
+    const AnyTrace t = read_trace(trace);
+    u.violation = t.ops.violation ? *t.ops.violation : how;
+    u.ops = static_cast<int64_t>(t.ops.ops.size());
+    u.trace = trace;
+    return u;
   }
   return lost_unit_result(o, index, "crash",
-                          "the worker running this unit " + how +
-                              " before reporting it (see the hunt's stderr; no op trace)",
+                          "the worker running this unit " + how.detail +
+                              " before reporting it, and its re-run under the crash recorder "
+                              "left no trace (see the hunt's stderr)",
                           ".crash.scenario.json");
 }
 
@@ -415,6 +429,7 @@ HuntUnit hunt_unit(const HuntOptions& options, uint64_t index) {
   } else {
     h.scenario = options.named[(index / 2) % options.named.size()];
   }
+  fit_to_target(h.scenario, options.target);
   return h;
 }
 
@@ -446,14 +461,15 @@ HuntReport run_hunt(const HuntOptions& options) {
   if (options.shrink) {
     for (HuntFailure& f : report.failures) {
       if (f.trace.empty()) continue;  // a hang: no op trace to shrink
-      const AnyTrace t = read_trace(f.trace);
-      const ShrinkResult s = shrink_trace(t.ops, {.max_replays = options.shrink_replays,
-                                                  .max_replay_ops = options.shrink_replay_ops,
-                                                  .setup = options.setup});
-      if (!s.reproduced) continue;
-      f.shrunk_trace = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
-      f.shrunk_ops = s.trace.ops.size();
-      write_op_trace(f.shrunk_trace, s.trace);
+      const std::string out = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
+      f.shrink_note = shrink_in_child(f.trace, out,
+                                      {.max_replays = options.shrink_replays,
+                                       .max_replay_ops = options.shrink_replay_ops,
+                                       .setup = options.setup});
+      if (f.shrink_note.empty()) {
+        f.shrunk_trace = out;
+        f.shrunk_ops = read_trace(out).ops.ops.size();
+      }
     }
   }
   return report;
@@ -478,6 +494,7 @@ nlohmann::json hunt_json(const HuntReport& r) {
                         {"trace", f.trace},
                         {"shrunk_trace", f.shrunk_trace},
                         {"shrunk_ops", f.shrunk_ops},
+                        {"shrink_note", f.shrink_note},
                         {"replay", rerun}});
   }
   nlohmann::json faults = nlohmann::json::object();
@@ -563,6 +580,7 @@ std::string hunt_text(const HuntReport& r) {
                     f.shrunk_trace.c_str());
       out += buf;
     }
+    if (!f.shrink_note.empty()) out += "    " + f.shrink_note + "\n";
     if (!f.hang_scenario.empty()) {
       out += "    rerun: kvsim run " + f.hang_scenario + " --seed " + std::to_string(f.seed) + "\n";
     } else {

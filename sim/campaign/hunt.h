@@ -25,6 +25,7 @@
 #include "sim/model/executor.h"
 #include "sim/model/faults.h"
 #include "sim/config/scenario.h"
+#include "sim/model/target.h"
 
 namespace kvsim::sim {
 
@@ -51,6 +52,9 @@ struct HuntOptions {
   // Called once per failure as soon as it is found (before any shrinking): the command line
   // prints it at once, so a hunt that then shrinks for minutes has already said what it found.
   std::function<void(const HuntFailure&)> on_failure;
+  // The cache under test (kvsim's core by default); each drawn configuration is fitted to what
+  // it supports (sim/campaign/target_fit.h).
+  Target target;
 };
 
 // What unit `index` runs: its scenario and seed.
@@ -75,6 +79,7 @@ struct HuntFailure {
   std::string trace;         // the failing op trace
   std::string shrunk_trace;  // "" with shrinking off or when it did not reproduce
   size_t shrunk_ops = 0;
+  std::string shrink_note;   // why there is no shrunk trace (shrinking ran in a child process)
   // A hang (no op trace: the run never ended): the unit's scenario, for `kvsim run FILE --seed`.
   std::string hang_scenario;
 };

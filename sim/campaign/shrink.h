@@ -10,11 +10,17 @@
 //   4. simplify single ops: shorter prompts and outputs, smaller step counts;
 //   5. shrink the configuration: halve the host and device pools while it still fails (the
 //      shrunk trace's header carries the smaller configuration).
-// Every candidate is checked by replaying it on a fresh executor (sim/campaign/runner.h replay_ops).
+// Every candidate is checked by replaying it on a fresh executor (sim/campaign/runner.h
+// replay_ops); for a trace whose failure is a crash ("crash": the run died by a signal) each replay
+// runs in a child process (replay_isolated), and the written trace holds the ops that applied.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "sim/trace/trace.h"
 
@@ -34,6 +40,31 @@ struct ShrinkResult {
   size_t original_ops = 0;
   size_t replays = 0;
 };
+
+// A run that killed its process (a signal, or an exit without a verdict): the "crash"
+// violation, detail "killed by signal N (name)" or "exited with status N", seen at op_index.
+SimViolation crash_violation(int wait_status, size_t op_index);
+bool is_crash(const SimViolation& v);
+
+// Replays `trace` (leniently, as replay_ops does) in a child process, so that a crash of the
+// code under test cannot take the caller with it. `applied` says per trace op whether it
+// applied (ops after a crash: not reached); the crashing op counts as applied.
+struct IsolatedReplay {
+  std::optional<SimViolation> violation;
+  std::vector<uint8_t> applied;
+};
+IsolatedReplay replay_isolated(const OpTrace& trace, const ExecutorSetup& setup = {});
+
+// Crash evidence (docs/hunt.md, "Crashes"): re-runs (scenario, seed) in a child process that
+// keeps every op as it starts and, on a fatal signal, writes them to `path` as an op trace
+// whose violation is the crash. True when the child died by a signal and left the trace.
+bool record_crash_trace(const Scenario& scenario, uint64_t seed, const ExecutorSetup& setup,
+                        const std::string& path);
+
+// Shrinks the failing trace at `trace` in a child process and writes the result to `out`:
+// "" when it did, else why not (a shrink that crashes cannot take its caller with it).
+std::string shrink_in_child(const std::string& trace, const std::string& out,
+                            const ShrinkOptions& options);
 
 // True when `v` is the same failure as `target` for shrinking purposes.
 bool same_failure(const SimViolation& target, const SimViolation& v);
