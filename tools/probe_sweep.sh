@@ -18,8 +18,12 @@ trap 'rm -rf "$out"' EXIT
 run_one() {  # <scenario> <seeds>
   local name
   name=$(basename "$1" .json)
+  # A sweep's --json is JSON Lines ending with {"sweep": {..., "probe_report": ...}}; a single
+  # run (1 seed) is one document with "probe_report" inside (docs/cli.md "Output").
   "$kvsim" run "$1" --seeds "$2" --no-progress --json --trace-dir "$out" |
-    grep '"probe_report"' >"$out/$name.probes.json" || true
+    jq -c 'if .sweep then {probe_report: .sweep.probe_report}
+           elif .probe_report then {probe_report} else empty end' \
+      >"$out/$name.probes.json" || true
 }
 export -f run_one
 export kvsim out
@@ -40,7 +44,7 @@ export kvsim out
 # cache_evict_write_back_no_room and lb_below_threshold, which no named scenario does.
 if "$kvsim" --help 2>/dev/null | grep -qE '^ +hunt( |$)'; then
   "$kvsim" hunt --units "${KVSIM_PROBE_HUNT_UNITS:-600}" --time-budget 0 -j "$jobs" --json \
-    --trace-dir "$out" 2>/dev/null | grep '"probe_report"' >"$out/hunt.probes.json" || true
+    --trace-dir "$out" 2>/dev/null | jq -c '{probe_report}' >"$out/hunt.probes.json" || true
 fi
 
 # The stateful property tests drive the core's API directly (a lock on any node, a load-back

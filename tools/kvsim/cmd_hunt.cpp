@@ -1,11 +1,17 @@
 #include "tools/kvsim/cmd_hunt.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <set>
+#include <thread>
 
-#include "sim/campaign/hunt.h"
 #include "sim/base/json_reader.h"
+#include "sim/campaign/hunt.h"
 #include "tools/kvsim/html_report.h"
 #include "tools/kvsim/hunt_report.h"
 #include "tools/kvsim/probe_report.h"
@@ -44,6 +50,52 @@ std::string scenarios_dir(const std::string& given) {
   return "";
 }
 
+// The hunt prints nothing until it ends (its summary comes after shrinking): this says it is
+// alive every 10 s of wall time on stderr, one line each (a redrawn line on a terminal).
+class HuntProgress {
+ public:
+  explicit HuntProgress(double budget_s)
+      : budget_s_(budget_s), tty_(isatty(STDERR_FILENO) != 0), thread_([this] { loop(); }) {}
+  ~HuntProgress() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+    if (printed_ && tty_) std::fprintf(stderr, "\n");
+  }
+  HuntProgress(const HuntProgress&) = delete;
+  HuntProgress& operator=(const HuntProgress&) = delete;
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (int tick = 1;; ++tick) {
+      if (wake_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) return;
+      printed_ = true;
+      // snprintf + write(2), not stdio: the hunt forks its workers while this thread runs,
+      // and a child must not inherit a stdio lock held here.
+      char buf[128];
+      const int n =
+          budget_s_ > 0
+              ? std::snprintf(buf, sizeof buf, "%skvsim hunt: %d s of the %.0f s budget%s",
+                              tty_ ? "\r" : "", 10 * tick, budget_s_, tty_ ? "" : "\n")
+              : std::snprintf(buf, sizeof buf, "%skvsim hunt: %d s%s", tty_ ? "\r" : "", 10 * tick,
+                              tty_ ? "" : "\n");
+      if (n > 0) (void)!::write(STDERR_FILENO, buf, static_cast<size_t>(n));
+    }
+  }
+
+  double budget_s_;
+  bool tty_;
+  bool done_ = false;
+  bool printed_ = false;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::thread thread_;  // last: started once the fields above exist
+};
+
 }  // namespace
 
 int hunt_command(const HuntCommand& c) {
@@ -57,6 +109,7 @@ int hunt_command(const HuntCommand& c) {
     o.trace_dir = c.trace_dir;
     o.shrink = !c.no_shrink;
     o.shrink_replay_ops = c.shrink_ops;
+    o.target = resolve_target(c.target);
     // Said at once on stderr: the summary comes only after shrinking, which can take minutes.
     o.on_failure = [&](const sim::HuntFailure& f) {
       std::fprintf(stderr, "kvsim hunt: found %s in unit %llu (%s, seed %llu) after %.1f s%s%s\n",
@@ -76,19 +129,45 @@ int hunt_command(const HuntCommand& c) {
       throw sim::InputError("--time-budget: must be positive unless --units is given");
     }
     if (!c.report.empty()) html::make_report_dir(c.report);  // before the budget is spent
-    const sim::HuntReport r = sim::run_hunt(o);
+    // Unit i runs seed S + i and its trace header holds it as a signed 64-bit number.
+    constexpr uint64_t kMaxSeed = uint64_t{1} << 62;
+    if (c.seed > kMaxSeed) {
+      throw sim::InputError("--seed: " + std::to_string(c.seed) + " is out of range [0, 2^62 = " +
+                            std::to_string(kMaxSeed) + "] (unit i runs seed S + i)");
+    }
+    sim::HuntReport r;
+    {
+      HuntProgress alive(o.time_budget_s);  // a line every 10 s while the hunt runs
+      r = sim::run_hunt(o);
+    }
     const probes::Snapshot reached = r.probes.empty() ? probes::snapshot() : r.probes;
     const std::string page =
         c.report.empty() ? "" : write_hunt_report(c.report, dir, o, r, reached);
-    if (c.json) {
-      std::printf("%s\n", sim::hunt_json(r).dump().c_str());
-      std::printf("%s\n", probe_report_json(reached, r.units).dump().c_str());
-    } else {
-      std::printf("%s", sim::hunt_text(r).c_str());
-      std::printf("%s", probe_report_text(reached, r.units).c_str());
-      if (!page.empty()) std::printf("report: %s\n", page.c_str());
+    const int exit_code = r.failures.empty() ? 0 : 1;
+    if (c.json) {  // one document: {"hunt": {...}, "probe_report": {...}[, "report": path]}
+      nlohmann::json j = sim::hunt_json(r);
+      j["probe_report"] = probe_report_json(reached, r.units)["probe_report"];
+      if (!page.empty()) j["report"] = page;
+      std::printf("%s\n", j.dump().c_str());
+      return exit_code;
     }
-    return r.failures.empty() ? 0 : 1;
+    std::printf("%s", sim::hunt_text(r).c_str());
+    std::printf(
+        "%s", (c.probes ? probe_report_text(reached, r.units) : probe_report_line(reached, r.units))
+                  .c_str());
+    if (!page.empty()) std::printf("report: %s\n", page.c_str());
+    if (r.failures.empty()) {
+      std::printf("verdict: ok: no violation in %llu units (exit 0)\n",
+                  static_cast<unsigned long long>(r.units));
+    } else {
+      const sim::HuntFailure& f = r.failures.front();
+      std::printf(
+          "verdict: VIOLATION: %zu failure(s), the first %s in unit %llu (exit 1); "
+          "replay: kvsim replay %s\n",
+          r.failures.size(), f.invariant.c_str(), static_cast<unsigned long long>(f.unit),
+          (f.shrunk_trace.empty() ? f.trace : f.shrunk_trace).c_str());
+    }
+    return exit_code;
   } catch (const sim::InputError& e) {
     std::fprintf(stderr, "kvsim: %s\n", e.what());
     return 2;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tools/kvsim/target_flags.h"
+
 namespace kvsim::tools {
 
 struct HuntCommand {
@@ -13,6 +15,7 @@ struct HuntCommand {
   uint64_t failures = 1;
   int jobs = 1;
   bool json = false;
+  bool probes = false;  // list the probes reached and never reached (else one line)
   std::string trace_dir = ".";
   bool no_shrink = false;
   uint64_t shrink_ops = 20'000'000;  // ops replayed per shrink, all replays together (0 = no limit)
@@ -20,6 +23,7 @@ struct HuntCommand {
   uint64_t units = 0;     // stop after this many units (0 = only the budget and failures)
   std::string report;     // --report DIR: an HTML page of the hunt (hunt_report.h); "" = none
   std::string scenarios;  // folder of named scenarios ("" = ./scenarios, else the source tree's)
+  TargetFlags target;     // --target / --sglang-src: the cache under test
 };
 
 int hunt_command(const HuntCommand& c);

@@ -1,7 +1,10 @@
 #include "tools/kvsim/commands.h"
 
+#include "tools/kvsim/target_flags.h"
+
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -11,17 +14,17 @@
 #include <optional>
 #include <string>
 
-#include "sim/trace/call_trace_replay.h"
-#include "sim/report/fidelity.h"
 #include "sim/base/json_reader.h"
-#include "sim/workload/mooncake.h"
 #include "sim/campaign/resources.h"
 #include "sim/campaign/runner.h"
 #include "sim/campaign/shrink.h"
-#include "sim/model/storage_tier.h"
 #include "sim/campaign/sweep.h"
+#include "sim/model/storage_tier.h"
+#include "sim/report/fidelity.h"
 #include "sim/report/timeline.h"
 #include "sim/report/tree_picture.h"
+#include "sim/trace/call_trace_replay.h"
+#include "sim/workload/mooncake.h"
 #include "tools/kvsim/probe_report.h"
 #include "tools/kvsim/sweep_report.h"
 
@@ -109,6 +112,30 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
   return a == b ? "" : path;
 }
 
+// On a non-terminal (CI logs, `| tee`) a sweep says how far it is every 10 s, one plain line
+// each, instead of the terminal's redrawn bar.
+void progress_line(uint64_t done, uint64_t total, uint64_t failures, double wall_s) {
+  std::fprintf(stderr, "kvsim: %llu/%llu seeds, %llu failing, %.0f s\n",
+               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+               static_cast<unsigned long long>(failures), wall_s);
+  std::fflush(stderr);
+}
+
+// The last line of a single run's text output: what it found and the exit code that follows.
+std::string run_verdict(const sim::Scenario& s, const sim::RunResult& r,
+                        const std::string& trace_path) {
+  if (!r.ok()) {
+    std::string v = "verdict: VIOLATION of " + r.violation->invariant + " after op " +
+                    std::to_string(r.violation->op_index) + " (exit 1)";
+    if (!trace_path.empty() && trace_path != "-") v += "; replay: kvsim replay " + trace_path;
+    return v + "\n";
+  }
+  const std::string vacuous = sim::vacuous_reason(s, r);
+  if (!vacuous.empty()) return "verdict: VACUOUS: " + vacuous + " (exit 4)\n";
+  return "verdict: ok: no violation in " + std::to_string(r.stats.ops) +
+         " ops, every check passed (exit 0)\n";
+}
+
 void progress(uint64_t done, uint64_t total, uint64_t failures) {
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * done / total);
@@ -169,7 +196,8 @@ void save_trace_store(const std::filesystem::path& from, const std::string& trac
 }
 
 // Writes the tree picture of a failing run beside its op trace: <trace stem>.tree.dot, and
-// .tree.svg when Graphviz is installed. Returns the path written ("" when it could not be).
+// .tree.svg when Graphviz is installed. Returns the picture to open: the .svg when it was
+// drawn, else the .dot ("" when nothing could be written).
 std::string write_tree_beside(const std::string& trace_path, const std::string& dot) {
   std::string stem = trace_path;
   const std::string suffix = ".trace.jsonl";
@@ -182,7 +210,7 @@ std::string write_tree_beside(const std::string& trace_path, const std::string& 
   out << dot;
   if (!out) return "";
   std::string why;
-  if (sim::dot_to_svg(dot, stem + ".tree.svg", &why)) return path + " (+ .svg)";
+  if (sim::dot_to_svg(dot, stem + ".tree.svg", &why)) return stem + ".tree.svg";
   return path;
 }
 
@@ -235,6 +263,7 @@ int run_command(const RunCommand& c) {
   try {
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::Scenario s = scenario_or_default(c.scenario);
+    const sim::Target target = resolve_target(c.target);
     std::vector<sim::Arrival> given;
     uint64_t first_seed = c.seed != 0 ? c.seed : s.seed;
     if (!c.workload.empty()) {
@@ -301,11 +330,16 @@ int run_command(const RunCommand& c) {
     }
     const bool sweep = seeds.size() > 1 || !c.shard.empty();
     const bool show_progress = c.progress && sweep && !c.json && tty;
+    // Not a terminal (or --json): a plain progress line every 10 s on stderr for long sweeps.
+    const bool log_progress = c.progress && sweep && !show_progress;
+    double last_logged = 0;
     uint64_t failures = 0;
     uint64_t vacuous = 0;
     uint64_t tried = 0;
     int64_t total_ops = 0;
     nlohmann::json first_failure;  // null until a seed fails
+    nlohmann::json single_json;    // a single run's --json document
+    std::string single_verdict;    // a single run's last text line
     // Wall time bounds the sweep and paces the progress line (a CLI concern); the simulated
     // runs never see it.
     const auto start = std::chrono::steady_clock::now();
@@ -337,7 +371,8 @@ int run_command(const RunCommand& c) {
                           .seed = seed,
                           .arrivals = arrivals,
                           .record = record ? &out.ops : nullptr,
-                          .checks = record ? &out.checks : nullptr};
+                          .checks = record ? &out.checks : nullptr,
+                          .target = target};
       sim::TimelineRecorder timeline;
       // Draws the tree when the run fails (written beside its op trace).
       sim::TreeCapture tree(std::nullopt, s.name + " seed " + std::to_string(seed),
@@ -361,11 +396,7 @@ int run_command(const RunCommand& c) {
       }
       out.result = sim::run_scenario(req);
       if (progress_shown) std::fprintf(stderr, "\n");
-      if (!c.timeline.empty()) {
-        timeline.write(c.timeline);
-        if (!c.json)
-          std::fprintf(c.record == "-" ? stderr : stdout, "  timeline: %s\n", c.timeline.c_str());
-      }
+      if (!c.timeline.empty()) timeline.write(c.timeline);  // its path is printed by consume
       out.failure_tree = tree.failure_dot();
       out.probes = probes::snapshot();
       out.recorded = record;
@@ -374,7 +405,8 @@ int run_command(const RunCommand& c) {
                                                                        .seed = seed,
                                                                        .arrivals = arrivals,
                                                                        .record = &out.ops,
-                                                                       .checks = &out.checks});
+                                                                       .checks = &out.checks,
+                                                                       .target = target});
         if (again.event_hash != out.result.event_hash) {
           throw InputError("seed " + std::to_string(seed) +
                            ": not deterministic: a second run gave event hash " +
@@ -412,6 +444,7 @@ int run_command(const RunCommand& c) {
         }
         sim::write_op_trace(trace_path, sim::OpTrace{.scenario = traced,
                                                      .seed = seed,
+                                                     .target = r.target,
                                                      .ops = std::move(run.ops),
                                                      .event_hash = r.event_hash,
                                                      .violation = r.violation,
@@ -432,13 +465,20 @@ int run_command(const RunCommand& c) {
       if (c.json) {
         nlohmann::json j = sim::summary_json(s, seed, r);
         if (!trace_path.empty()) j["trace"] = trace_path;
+        if (!tree_path.empty()) j["tree"] = tree_path;
+        if (!c.timeline.empty()) j["timeline"] = c.timeline;
         nlohmann::json hit = nlohmann::json::object();
         for (const probes::Count& p : probe_run) {
           if (p.count > 0) hit[std::string(p.name)] = p.count;
         }
         j["probes_hit"] = std::move(hit);
         if (fidelity) j["fidelity"] = sim::fidelity_json(sim::compare_fidelity(given, r));
-        std::fprintf(report, "%s\n", j.dump().c_str());
+        // A single run is one document, printed once the probe report is known (below).
+        if (sweep) {
+          std::fprintf(report, "%s\n", j.dump().c_str());
+        } else {
+          single_json = std::move(j);
+        }
       } else if (!sweep || !r.ok()) {
         if (show_progress) std::fprintf(stderr, "\n");
         std::fprintf(report, "%s", sim::summary_text(s, seed, r).c_str());
@@ -452,9 +492,15 @@ int run_command(const RunCommand& c) {
         if (!tree_path.empty()) {
           std::fprintf(report, "  tree at the failure: %s\n", tree_path.c_str());
         }
+        if (!c.timeline.empty()) std::fprintf(report, "  timeline: %s\n", c.timeline.c_str());
+        if (!sweep) single_verdict = run_verdict(s, r, trace_path);
       }
       std::fflush(report);
       if (show_progress) progress(i + 1, seeds.size(), failures);
+      if (log_progress && elapsed() - last_logged >= 10.0) {
+        last_logged = elapsed();
+        progress_line(i + 1, seeds.size(), failures, last_logged);
+      }
       if (!r.ok() && (c.stop_at_first || (c.max_failures > 0 && failures >= c.max_failures))) {
         if (show_progress) std::fprintf(stderr, "\n");
         return false;
@@ -466,42 +512,80 @@ int run_command(const RunCommand& c) {
       return true;
     };
     sim::run_sweep<SeedRun>(seeds, c.jobs, job, consume);
-    if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
-      nlohmann::json summary = {{"scenario", s.name}, {"seeds_tried", tried},
-                                {"ops", total_ops},   {"failures", failures},
-                                {"vacuous", vacuous}, {"wall_s", elapsed()}};
-      summary["first_failure"] = first_failure;
-      const nlohmann::json hunt = {{"hunt", summary}};
-      std::fprintf(report, "%s\n", hunt.dump().c_str());
-    }
-    if (sweep && !c.json) {
-      std::fprintf(report, "%s: %llu seeds from %llu", s.name.c_str(),
-                   static_cast<unsigned long long>(tried),
-                   static_cast<unsigned long long>(first_seed));
-      if (!c.shard.empty()) {
-        std::fprintf(report, " (shard %s of a sweep of %llu)", c.shard.c_str(),
-                     static_cast<unsigned long long>(c.seeds));
-      }
-      std::fprintf(
-          report, ": %llu ok, %llu with violations%s\n",
-          static_cast<unsigned long long>(tried - failures),
-          static_cast<unsigned long long>(failures),
-          vacuous == 0
-              ? ""
-              : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str());
-    }
     if (probe_total.empty()) probe_total = probes::snapshot();  // no run: every count is 0
-    if (!c.report.empty()) {
-      const std::string page = sweep_report.write(c.report, probe_total);
-      if (!c.json) std::fprintf(report, "report: %s\n", page.c_str());
-    }
+    const int exit_code = failures > 0                    ? kExitViolation
+                          : tried > 0 && vacuous == tried ? kExitVacuous
+                                                          : kExitOk;
+    std::string page;
+    if (!c.report.empty()) page = sweep_report.write(c.report, probe_total, c.jobs, elapsed());
     if (c.json) {
-      std::fprintf(report, "%s\n", probe_report_json(probe_total, tried).dump().c_str());
-    } else {
-      std::fprintf(report, "%s", probe_report_text(probe_total, tried).c_str());
+      // One document per run; a sweep is JSON Lines: the per-seed lines above, then this one.
+      const nlohmann::json probe_json = probe_report_json(probe_total, tried)["probe_report"];
+      if (!sweep) {
+        single_json["probe_report"] = probe_json;
+        if (!page.empty()) single_json["report"] = page;
+        std::fprintf(report, "%s\n", single_json.dump().c_str());
+      } else {
+        nlohmann::json summary = {{"scenario", s.name},
+                                  {"first_seed", first_seed},
+                                  {"seeds_tried", tried},
+                                  {"ops", total_ops},
+                                  {"failures", failures},
+                                  {"vacuous", vacuous},
+                                  {"jobs", c.jobs},
+                                  {"wall_s", elapsed()},
+                                  {"exit_code", exit_code},
+                                  {"first_failure", first_failure},
+                                  {"probe_report", probe_json}};
+        if (!c.shard.empty()) summary["shard"] = c.shard;
+        if (!page.empty()) summary["report"] = page;
+        std::fprintf(report, "%s\n", nlohmann::json{{"sweep", summary}}.dump().c_str());
+      }
+      return exit_code;
     }
-    if (failures > 0) return kExitViolation;
-    return tried > 0 && vacuous == tried ? kExitVacuous : kExitOk;
+    std::fprintf(
+        report, "%s",
+        (c.probes ? probe_report_text(probe_total, tried) : probe_report_line(probe_total, tried))
+            .c_str());
+    if (!page.empty()) std::fprintf(report, "report: %s\n", page.c_str());
+    if (!sweep) {
+      std::fprintf(report, "%s", single_verdict.c_str());
+      return exit_code;
+    }
+    std::string stopped;  // when a sweep stopped early (only with a stop flag)
+    if (c.stop_at_first || c.max_failures > 0 || c.time_budget_s > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "; stopped after %.1f s", elapsed());
+      stopped = buf;
+    }
+    std::fprintf(report, "%s: %llu seeds from %llu", s.name.c_str(),
+                 static_cast<unsigned long long>(tried),
+                 static_cast<unsigned long long>(first_seed));
+    if (!c.shard.empty()) {
+      std::fprintf(report, " (shard %s of a sweep of %llu)", c.shard.c_str(),
+                   static_cast<unsigned long long>(c.seeds));
+    }
+    std::fprintf(report, ": %llu ok, %llu with violations%s%s\n",
+                 static_cast<unsigned long long>(tried - failures),
+                 static_cast<unsigned long long>(failures),
+                 vacuous == 0
+                     ? ""
+                     : ("; " + std::to_string(vacuous) + " of the clean runs were vacuous").c_str(),
+                 stopped.c_str());
+    if (failures > 0) {
+      std::fprintf(report,
+                   "verdict: VIOLATION in %llu of %llu seeds, the first seed %s with %s (exit 1)\n",
+                   static_cast<unsigned long long>(failures),
+                   static_cast<unsigned long long>(tried), first_failure["seed"].dump().c_str(),
+                   first_failure["invariant"].get<std::string>().c_str());
+    } else if (exit_code == kExitVacuous) {
+      std::fprintf(report, "verdict: VACUOUS: no seed's run checked anything (exit 4)\n");
+    } else {
+      std::fprintf(report, "verdict: ok: no violation in %llu seeds (exit 0)\n",
+                   static_cast<unsigned long long>(tried));
+    }
+    return exit_code;
+
   } catch (const InputError& e) {
     return input_error(e);
   }
@@ -515,8 +599,17 @@ int replay_command(const ReplayCommand& c) {
     }
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
+    t.ops.target = resolve_target(c.target, t.ops.target);
     sim::TimelineRecorder timeline;
-    sim::TreeCapture tree(c.tree_at, c.trace, c.timeline.empty() ? nullptr : &timeline);
+    if (c.tree_at && *c.tree_at == 0) {
+      throw InputError(
+          "--tree-at: ops are numbered from 1 (op N is the N-th op of the trace, "
+          "the one a run summary's \"after op N\" names)");
+    }
+    // The capture counts from 0.
+    const std::optional<size_t> capture_at =
+        c.tree_at ? std::optional<size_t>(*c.tree_at - 1) : std::nullopt;
+    sim::TreeCapture tree(capture_at, c.trace, c.timeline.empty() ? nullptr : &timeline);
     sim::ExecutorSetup setup;
     if (!c.timeline.empty() || c.tree_at) {
       setup = [&](sim::Executor& e) {
@@ -530,7 +623,8 @@ int replay_command(const ReplayCommand& c) {
       const sim::RunResult r = sim::run_scenario(sim::RunRequest{.scenario = &s,
                                                                  .seed = t.workload.seed,
                                                                  .arrivals = &t.workload.arrivals,
-                                                                 .setup = setup});
+                                                                 .setup = setup,
+                                                                 .target = t.ops.target});
       if (!c.timeline.empty()) timeline.write(c.timeline);
       if (c.tree_at) write_tree_at(c, tree);
       const bool fidelity = sim::has_reported(t.workload.arrivals);
@@ -611,9 +705,17 @@ int replay_command(const ReplayCommand& c) {
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%s", sim::summary_text(s, trace.seed, r).c_str());
-      std::printf(
-          "  replay %s the recording (%s)\n", differs.empty() ? "matches" : "DIFFERS FROM",
-          trace.violation ? ("violation " + trace.violation->invariant).c_str() : "clean run");
+      const std::string recorded =
+          trace.violation ? "violation " + trace.violation->invariant : std::string("clean run");
+      if (c.expect_clean) {
+        // A regression trace: what counts is the verdict on this core, not the recording's.
+        std::printf("verdict: %s on this core (the recording: %s) (exit %d)\n",
+                    r.ok() ? "clean" : ("VIOLATION of " + r.violation->invariant).c_str(),
+                    recorded.c_str(), r.ok() ? kExitOk : kExitViolation);
+      } else {
+        std::printf("  replay %s the recording (%s)\n",
+                    differs.empty() ? "matches" : "DIFFERS FROM", recorded.c_str());
+      }
     }
     if (c.expect_clean) return r.ok() ? kExitOk : kExitViolation;
     if (!differs.empty()) return kExitDiffers;
@@ -664,6 +766,17 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
       s.cache.item_bytes = 8;
       s.cache.device_tokens = c.block_tokens * 20000;
       s.cache.host_tokens = c.block_tokens * 40000;
+      // A replay of the trace, scheduled like scenarios/mooncake_synthetic.json (the reference
+      // block LRU): one request at a time, whole prompts in one chunk, no fault injection, the
+      // O(tree) sanity walk amortized. The default scheduler would chunk each ~15 K-token prompt
+      // and run millions of ops; this runs the 3,993-request trace in seconds.
+      s.scheduler.max_running = 1;
+      s.scheduler.chunk_tokens = 1'000'000'000;
+      s.scheduler.decode_reserve_tokens = 0;
+      s.scheduler.liveness_ticks = 100'000'000;
+      s.scheduler.max_ticks = 100'000'000;
+      s.faults.enabled = false;
+      s.check.full_every = 0;
       source = "the default import scenario for --block-tokens " + std::to_string(c.block_tokens);
     } else {
       s = sim::load_scenario(c.scenario);
@@ -671,12 +784,26 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
     }
     s.workload.kind = sim::WorkloadKind::kUniform;  // the trace carries the arrivals itself
     s.workload.trace_path.clear();
-    // Everything is checked before anything big is allocated or written.
+    // Everything is checked before anything big is allocated or written: the scenario as
+    // `kvsim run --workload` will read it back from the header (field ranges included, e.g.
+    // a --block-tokens past cache.page_size's bound), then the output file.
+    sim::parse_scenario(sim::to_json(s), source, sim::ScenarioUse::kReplay);
     check_writable(c.out, "--out");
     const std::vector<sim::MooncakeRecord> records =
         sim::read_mooncake(c.in, c.block_tokens, c.limit);
     s.workload.requests = static_cast<int64_t>(records.size());
     sim::check_memory(s, false, limit, source);
+    if (limit > sim::default_memory_limit()) {
+      // A --memory-limit above the default lets the import through; `run` needs it too.
+      try {
+        sim::check_memory(s, false, sim::default_memory_limit(), source);
+      } catch (const InputError&) {
+        std::fprintf(stderr,
+                     "kvsim: note: %s needs more memory than kvsim's default limit (half the "
+                     "physical memory): run the workload with --memory-limit %s too\n",
+                     source.c_str(), c.memory_limit.c_str());
+      }
+    }
     uint64_t tokens = 0;
     for (const sim::MooncakeRecord& rec : records)
       tokens += static_cast<uint64_t>(rec.input_length) + static_cast<uint64_t>(c.block_tokens);
@@ -684,6 +811,28 @@ int import_mooncake_command(const ImportMooncakeCommand& c) {
     sim::check_token_memory(tokens, 48, limit, c.in, "input_length");
     std::vector<sim::Arrival> arrivals =
         sim::import_mooncake(c.in, c.block_tokens, c.ms_per_tick, c.limit);
+    // The run stops at scheduler.max_ticks: the trace's last arrival must come before it, with
+    // the same allowance after it that the default gives a run from tick 0. The default import
+    // scenario is sized to the trace; a given scenario is the user's, so it is refused here
+    // rather than by `kvsim run` later.
+    uint64_t last_tick = 0;
+    for (const sim::Arrival& a : arrivals)
+      last_tick = std::max(last_tick, a.tick);
+    constexpr int64_t kMaxTicks = int64_t{1} << 40;  // scheduler.max_ticks' upper bound
+    if (last_tick >= static_cast<uint64_t>(s.scheduler.max_ticks)) {
+      if (!c.scenario.empty()) {
+        throw InputError(c.scenario + ": field scheduler.max_ticks: " +
+                         std::to_string(s.scheduler.max_ticks) + " ends the run before " + c.in +
+                         "'s last arrival at tick " + std::to_string(last_tick) +
+                         "; raise it above that (or --ms-per-tick, to make ticks longer)");
+      }
+      if (last_tick >=
+          static_cast<uint64_t>(kMaxTicks) - static_cast<uint64_t>(s.scheduler.max_ticks)) {
+        throw InputError(c.in + ": its last arrival at tick " + std::to_string(last_tick) +
+                         " is past what a run can reach (2^40 ticks); raise --ms-per-tick");
+      }
+      s.scheduler.max_ticks += static_cast<int64_t>(last_tick);
+    }
     sim::write_workload_trace(
         c.out, sim::WorkloadTrace{.scenario = s, .seed = s.seed, .arrivals = std::move(arrivals)});
     std::fprintf(c.out == "-" ? stderr : stdout, "%s: %lld requests imported from %s\n",
@@ -702,6 +851,7 @@ int shrink_command(const ShrinkCommand& c) {
     const uint64_t limit = memory_limit(c.memory_limit);
     sim::AnyTrace t = sim::read_trace(c.trace);
     if (t.kind != "ops") throw InputError(c.trace + ": shrink needs an op trace");
+    t.ops.target = resolve_target(c.target, t.ops.target);
     const std::string recorded_dir = t.ops.scenario.store.dir;
     use_trace_store(t.ops.scenario, c.trace);
     const std::string store_used = t.ops.scenario.store.dir;

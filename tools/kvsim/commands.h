@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "tools/kvsim/target_flags.h"
+
 namespace kvsim::tools {
 
 inline constexpr int kExitOk = 0;           // clean, and something was checked
@@ -25,6 +27,7 @@ struct RunCommand {
   unsigned jobs = 1;  // worker threads for a sweep (results are the same for every value)
   std::string shard;  // "I/N": run only the seeds at positions I, I+N, ... of the sweep
   bool json = false;
+  bool probes = false;        // list the probes reached and never reached (else one line)
   std::string record;         // write the op trace of the (single) run here
   std::string failure_trace;  // where a failing run writes its op trace ("" = next to cwd)
   std::string workload;       // run on the arrivals of this workload trace
@@ -40,6 +43,7 @@ struct RunCommand {
   std::string timeline;        // write the (single) run as a Chrome Trace Event file
   std::string report;          // write the sweep's HTML report into this folder
   std::string memory_limit;    // "" = half the physical memory
+  TargetFlags target;          // --target / --sglang-src (the cache under test)
 };
 
 struct ReplayCommand {
@@ -47,10 +51,11 @@ struct ReplayCommand {
   bool json = false;
   bool expect_clean = false;        // exit 0 iff the replay finds no violation (regression traces)
   std::string timeline;             // write the replay as a Chrome Trace Event file
-  std::optional<uint64_t> tree_at;  // draw the radix tree after this op (0-based index)
+  std::optional<uint64_t> tree_at;  // draw the radix tree after op N (from 1)
   std::string tree_format = "dot";  // dot | svg
   std::string tree_out;             // "" = <trace name>.op<N>.tree.<format> here
   std::string memory_limit;
+  TargetFlags target;  // override the cache the trace recorded (e.g. another SGLang tree)
 };
 
 struct ShrinkCommand {
@@ -59,6 +64,7 @@ struct ShrinkCommand {
   uint64_t max_replays = 20000;
   bool json = false;
   std::string memory_limit;
+  TargetFlags target;  // override the cache the trace recorded
 };
 
 struct GenCommand {

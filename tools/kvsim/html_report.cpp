@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "sim/model/faults.h"
 #include "sim/base/json_reader.h"
+#include "sim/model/faults.h"
 
 namespace kvsim::tools::html {
 namespace {
@@ -58,6 +58,12 @@ std::string pct(int64_t part, int64_t whole) {
   return buf;
 }
 
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
 std::string link(const std::string& dir, const std::string& path) {
   if (path.empty()) return "";
   std::error_code ec;
@@ -103,11 +109,21 @@ std::string probe_section(const probes::Snapshot& probes, const std::string& ove
   for (const probes::Count& p : probes)
     reached += p.count > 0;
   std::ostringstream o;
-  o << "<h2>Code probes</h2>\n<p>" << reached << " of " << probes.size() << " reached over "
-    << esc(over) << ".</p>\n<table id=\"probes\"><tr><th>probe</th><th>hits</th></tr>\n";
+  o << "<h2>Code probes</h2>\n<p id=\"probes-about\">A code probe marks a rare path of the core "
+    << "(a split under a lock, a load-back cut short, ...; docs/probes.md). The table counts how "
+    << "often " << esc(over) << " took each path: it measures what was <em>exercised</em>, not "
+    << "what failed. A shaded row (0 hits) is a path this run did not test; "
+    << "<code>tools/probe_sweep.sh</code> checks that CI reaches every one. " << reached << " of "
+    << probes.size() << " reached.</p>\n"
+    << "<table id=\"probes\"><tr><th>probe</th><th>hits</th><th>what reaching it means</th>"
+    << "</tr>\n";
   for (const probes::Count& p : probes) {
+    std::string meaning;
+    for (const probes::Info& i : probes::all()) {
+      if (i.name == p.name) meaning = std::string(i.meaning);
+    }
     o << "<tr" << (p.count == 0 ? " class=\"vacuous\"" : "") << "><td>" << esc(std::string(p.name))
-      << "</td><td class=\"num\">" << p.count << "</td></tr>\n";
+      << "</td><td class=\"num\">" << p.count << "</td><td>" << esc(meaning) << "</td></tr>\n";
   }
   o << "</table>\n";
   return o.str();

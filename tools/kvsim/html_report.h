@@ -16,6 +16,8 @@ namespace kvsim::tools::html {
 std::string esc(const std::string& s);
 // "12.5%" (or "–" when `whole` is not positive).
 std::string pct(int64_t part, int64_t whole);
+// "12.3 s".
+std::string seconds(double s);
 // A link from the page in `dir` to `path` (relative when possible); "" for an empty path.
 std::string link(const std::string& dir, const std::string& path);
 // "<!DOCTYPE html>…<body>" with the shared inline style, an <h1> title and the command line.

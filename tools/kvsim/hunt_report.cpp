@@ -12,12 +12,7 @@ namespace {
 
 using html::esc;
 using html::link;
-
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
+using html::seconds;
 
 // The command line that reruns this hunt (the same units, in the same order).
 std::string hunt_command_line(const std::string& scenarios_dir, const sim::HuntOptions& o) {

@@ -14,6 +14,7 @@
 #include "tools/kvsim/cmd_schema.h"
 #include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
+#include "tools/kvsim/target_flags.h"
 #include "tools/kvsim/probe_report.h"
 
 namespace {
@@ -22,15 +23,21 @@ namespace {
 const CLI::Validator kNotNegative(
     [](std::string& s) { return s.starts_with('-') ? std::string("must not be negative") : ""; },
     "NOT NEGATIVE");
-// Number flags: NaN and infinities are not numbers a run can use.
-const CLI::Validator kFinite(
-    [](std::string& s) {
-      char* end = nullptr;
-      const double v = std::strtod(s.c_str(), &end);
-      if (end == s.c_str() || *end != '\0') return std::string("is not a number");
-      return std::isfinite(v) ? std::string() : std::string("must be a finite number");
-    },
-    "FINITE");
+// Number flags: NaN and infinities are not numbers a run can use, and a message names the
+// bound in words (CLI's own range checks print DBL_MAX with all its 309 digits).
+std::string number_problem(const std::string& s, bool positive) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end == s.c_str() || *end != '\0') return "\"" + s + "\" is not a number";
+  if (!std::isfinite(v)) return "\"" + s + "\" is not a finite number";
+  if (positive && !(v > 0)) return "must be greater than 0 (got " + s + ")";
+  if (!positive && v < 0) return "must not be negative (got " + s + ")";
+  return "";
+}
+const CLI::Validator kFinite([](std::string& s) { return number_problem(s, false); },
+                             "NUMBER >= 0");
+const CLI::Validator kPositive([](std::string& s) { return number_problem(s, true); },
+                               "NUMBER > 0");
 
 // No std::bad_alloc reaches the user as an abort: it is an out-of-memory exit.
 template <typename C>
@@ -47,6 +54,17 @@ int run_guarded(int (*command)(const C&), const C& options) {
     std::fprintf(stderr, "kvsim: out of memory (%s)\n", e.what());
     return kvsim::tools::kExitOutOfMemory;
   }
+}
+
+// --target / --sglang-src (tools/kvsim/target_flags.h), the same on run, replay, shrink and hunt.
+void add_target_flags(CLI::App* cmd, kvsim::tools::TargetFlags& flags) {
+  cmd->add_option("--target", flags.target,
+                  "The cache under test: kvsim (kvsim's core, the default) or sglang (SGLang's "
+                  "own Python cache; docs/sglang-hunt.md)")
+      ->check(CLI::IsMember({"kvsim", "sglang"}));
+  cmd->add_option("--sglang-src", flags.sglang_src,
+                  "With --target sglang: an SGLang source tree, 'installed', or 'bundle:<tag>' "
+                  "(a replay or shrink of an SGLang trace: another tree than it recorded)");
 }
 
 }  // namespace
@@ -79,7 +97,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--shard", run.shard,
                       "I/N: run only shard I (from 0) of N of the sweep, the seeds at positions "
                       "I, I+N, I+2N, ... (for CI matrices and batch jobs)");
-  run_cmd->add_flag("--json", run.json, "One JSON summary per seed");
+  run_cmd->add_flag("--json", run.json,
+                    "JSON: one document for a run; for a sweep, JSON Lines (one line per seed, "
+                    "then a {\"sweep\": ...} line; docs/cli.md)");
   run_cmd->add_option("--record", run.record,
                       "Write the op trace of the run to this file (- : standard output)");
   run_cmd->add_option("--trace-dir", run.failure_trace,
@@ -105,8 +125,9 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--time-budget", run.time_budget_s,
                    "Stop a sweep after this many seconds of wall time")
-      ->check(kFinite)
-      ->check(CLI::NonNegativeNumber);
+      ->check(kFinite);
+  run_cmd->add_flag("--probes", run.probes,
+                    "List the code probes the run reached and never reached (default: one line)");
   run_cmd->add_option("--report", run.report,
                       "Write the sweep as a self-contained HTML page, DIR/index.html");
   run_cmd->add_option("--timeline", run.timeline,
@@ -116,6 +137,7 @@ int main(int argc, char** argv) {
       "G, T; default: half the physical memory)";
   run_cmd->add_option("--memory-limit", run.memory_limit, kMemoryHelp);
 
+  add_target_flags(run_cmd, run.target);
   run_cmd->add_option("--storage-dir", run.storage_dir,
                       "Use a file store in this existing directory as the storage tier "
                       "(emptied first unless --storage-reuse; docs/storage.md)");
@@ -134,8 +156,10 @@ int main(int argc, char** argv) {
   replay_cmd->add_option(
       "--timeline", replay.timeline,
       "Write the replay as a Chrome Trace Event file (Perfetto, chrome://tracing)");
-  replay_cmd->add_option("--tree-at", replay.tree_at,
-                         "Draw the radix tree after this op (0-based index; Graphviz DOT)");
+  replay_cmd->add_option(
+      "--tree-at", replay.tree_at,
+      "Draw the radix tree after op N (numbered from 1, as a run summary's \"after op N\"; "
+      "Graphviz DOT)");
   replay_cmd->add_option("--format", replay.tree_format, "Tree picture format: dot or svg")
       ->check(CLI::IsMember({"dot", "svg"}))
       ->capture_default_str();
@@ -143,6 +167,7 @@ int main(int argc, char** argv) {
       "--tree-out", replay.tree_out,
       "Where --tree-at writes the picture (default: <trace>.op<N>.tree.<format>)");
   replay_cmd->add_option("--memory-limit", replay.memory_limit, kMemoryHelp);
+  add_target_flags(replay_cmd, replay.target);
 
   ShrinkCommand shrink;
   CLI::App* shrink_cmd = app.add_subcommand(
@@ -154,6 +179,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   shrink_cmd->add_flag("--json", shrink.json, "JSON summary");
   shrink_cmd->add_option("--memory-limit", shrink.memory_limit, kMemoryHelp);
+  add_target_flags(shrink_cmd, shrink.target);
 
   GenCommand gen;
   CLI::App* gen_cmd =
@@ -175,12 +201,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   imp_cmd->add_option("--ms-per-tick", imp.ms_per_tick, "Timestamp milliseconds per tick")
-      ->check(kFinite)
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   imp_cmd->add_option("--limit", imp.limit, "Import only the first N requests (0 = all)")
-      ->check(kNotNegative)
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNotNegative);
   imp_cmd->add_option("--memory-limit", imp.memory_limit, kMemoryHelp);
 
   ProbesCommand probes_opts;
@@ -204,9 +228,11 @@ int main(int argc, char** argv) {
       "Hunt blind for violations: swarm configurations drawn per seed and the named scenarios, "
       "round-robin; shrink each failure; exit 1 when one is found");
   hunt_cmd->add_option("--time-budget", hunt.time_budget_s, "Wall-time budget in seconds")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kFinite)
       ->capture_default_str();
+  add_target_flags(hunt_cmd, hunt.target);
   hunt_cmd->add_option("--seed", hunt.seed, "Base seed (unit i runs seed S + i)")
+      ->check(kNotNegative)
       ->capture_default_str();
   hunt_cmd->add_option("--failures", hunt.failures, "Stop after this many failures")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}))
@@ -214,7 +240,9 @@ int main(int argc, char** argv) {
   hunt_cmd->add_option("-j,--jobs", hunt.jobs, "Worker processes")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  hunt_cmd->add_flag("--json", hunt.json, "JSON hunt summary");
+  hunt_cmd->add_flag("--json", hunt.json, "One JSON document: the hunt summary and its probes");
+  hunt_cmd->add_flag("--probes", hunt.probes,
+                     "List the code probes the hunt reached and never reached (default: one line)");
   hunt_cmd->add_option("--trace-dir", hunt.trace_dir, "Folder for failing and shrunk traces")
       ->capture_default_str();
   hunt_cmd->add_flag("--no-shrink", hunt.no_shrink, "Do not shrink failures");
@@ -222,16 +250,18 @@ int main(int argc, char** argv) {
       ->add_option("--shrink-ops", hunt.shrink_ops,
                    "Ops one shrink may replay, all its replays together (0 = no limit): bounds "
                    "the time spent shrinking a long trace, deterministically")
+      ->check(kNotNegative)
       ->capture_default_str();
   hunt_cmd
       ->add_option(
           "--unit-timeout", hunt.unit_timeout_s,
           "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kFinite)
       ->capture_default_str();
   hunt_cmd->add_option("--report", hunt.report,
                        "Write a self-contained HTML report of the hunt to this folder");
-  hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)");
+  hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)")
+      ->check(kNotNegative);
   hunt_cmd->add_option("--scenarios", hunt.scenarios,
                        "Folder of named scenarios (default: ./scenarios, else the source tree's)");
 
@@ -261,8 +291,7 @@ int main(int argc, char** argv) {
   sgl_cmd->add_flag("--with-output", sgl.with_output, "Insert input + output tokens");
   sgl_cmd->add_flag("--server-match-limit", sgl.server_match_limit,
                     "Match at most input_len - 1 tokens");
-  sgl_cmd->add_option("--limit", sgl.limit, "First N requests only (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+  sgl_cmd->add_option("--limit", sgl.limit, "First N requests only (0 = all)")->check(kNotNegative);
   sgl_cmd->add_option("--repeat", sgl.repeat, "Fresh replays in this process (first = fresh)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}))
       ->capture_default_str();
@@ -286,7 +315,17 @@ int main(int argc, char** argv) {
       return static_cast<int>(CLI::ExitCodes::ExtrasError);
     }
   }
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the message (or the help)
+    // A value of the wrong type ("--seed abc") is a bad value like one out of range: 105, as
+    // docs/cli.md says, not CLI11's separate conversion code 104.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::ConversionError)) {
+      return static_cast<int>(CLI::ExitCodes::ValidationError);
+    }
+    return code;
+  }
   if (sglang_cmd->parsed()) return import_sglang_command(sglang_cmd->remaining());
   if (hunt_cmd->parsed()) return run_guarded(hunt_command, hunt);
   if (sgl_cmd->parsed()) return run_guarded(sglang_replay_command, sgl);

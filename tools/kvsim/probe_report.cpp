@@ -32,7 +32,7 @@ std::string probe_report_text(const probes::Snapshot& s, uint64_t runs) {
   std::string out = "probes: " + std::to_string(reached) + " of " + std::to_string(s.size()) +
                     " reached in " + std::to_string(runs) + (runs == 1 ? " run" : " runs");
   if (!probes::kEnabled) return out + " (built with KVSIM_PROBES=OFF: nothing is counted)\n";
-  out += "\n  reached:";
+  out += " (rare code paths: what ran, not what failed; docs/probes.md)\n  reached:";
   size_t col = 10;
   for (const probes::Count& c : s) {
     if (c.count > 0) wrap(out, col, std::string(c.name) + "=" + std::to_string(c.count));
@@ -50,6 +50,17 @@ std::string probe_report_text(const probes::Snapshot& s, uint64_t runs) {
   out += "\n";
   if (starred) out += "  (* expected unreached by the current harness: docs/probes.md)\n";
   return out;
+}
+
+std::string probe_report_line(const probes::Snapshot& s, uint64_t runs) {
+  size_t reached = 0;
+  for (const probes::Count& c : s)
+    reached += c.count > 0 ? 1 : 0;
+  std::string out = "probes: " + std::to_string(reached) + " of " + std::to_string(s.size()) +
+                    " rare code paths reached in " + std::to_string(runs) +
+                    (runs == 1 ? " run" : " runs");
+  if (!probes::kEnabled) return out + " (built with KVSIM_PROBES=OFF: nothing is counted)\n";
+  return out + " (coverage, not failures: --probes lists them; docs/probes.md)\n";
 }
 
 nlohmann::json probe_report_json(const probes::Snapshot& s, uint64_t runs) {
@@ -84,8 +95,10 @@ std::string probes_markdown() {
       "A code probe (FoundationDB's `CODE_PROBE`, Antithesis's \"sometimes\" assertion) marks a\n"
       "rare path of the core: `KV_PROBE(name)` or `KV_PROBE_IF(cond, name)`\n"
       "(core/common/probe.h). A probe never changes behaviour; it counts, per thread, how often\n"
-      "the path ran. `kvsim run` prints which probes a run or a sweep reached and how often, and\n"
-      "the ones it never reached (`--json`: a final `probe_report` line). A probe no sweep\n"
+      "the path ran. `kvsim run` and `kvsim hunt` print how many probes they reached in one line;\n"
+      "`--probes` lists which and how often, and the ones never reached (`--json`: the\n"
+      "`probe_report` object of the output). A probe counts what was exercised, not what\n"
+      "failed: a never-reached probe is an untested path, not an error. A probe no sweep\n"
       "reaches marks a path the harness does not test: `tools/probe_sweep.sh` (ctest\n"
       "`probes.sweep_reaches_all`) runs a bounded sweep of every scenario and fails naming each\n"
       "probe with count 0, except those marked *expected unreached* below, each with the reason\n"

@@ -15,6 +15,10 @@ namespace kvsim::tools {
 // never-reached ones (an expected_unreached probe is marked with a '*').
 std::string probe_report_text(const probes::Snapshot& s, uint64_t runs);
 
+// One line for a run's output when the list is not asked for: "probes: K of N reached in R
+// runs (--probes lists them; docs/probes.md)".
+std::string probe_report_line(const probes::Snapshot& s, uint64_t runs);
+
 // {"probe_report": {"runs", "declared", "reached", "probes": {name: count, ...} (declaration
 // order), "never_reached": [...], "expected_unreached": [...]}}. Never holds the key "hunt" or
 // "ok", so line-oriented consumers of --json output are not confused by it.

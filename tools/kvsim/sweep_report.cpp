@@ -18,7 +18,8 @@ int64_t num(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-std::string SweepReport::html(const std::string& dir, const probes::Snapshot& probes) const {
+std::string SweepReport::html(const std::string& dir, const probes::Snapshot& probes, unsigned jobs,
+                              double wall_s) const {
   int64_t failures = 0, vacuous = 0, ops = 0, prompt = 0, device_hit = 0, host_hit = 0,
           storage_hit = 0, invariant_checks = 0, full_checks = 0, content_checks = 0, finished = 0,
           aborted = 0, retracted = 0;
@@ -51,10 +52,11 @@ std::string SweepReport::html(const std::string& dir, const probes::Snapshot& pr
   std::ostringstream o;
   o << html::page_begin("kvsim sweep: " + scenario_, command_);
   o << "<table id=\"summary\"><tr><th>seeds</th><th>ok</th><th>violations</th><th>vacuous</th>"
-    << "<th>ops</th></tr><tr><td class=\"num\">" << seeds << "</td><td class=\"num\">"
-    << seeds - failures - vacuous << "</td><td class=\"num " << (failures ? "bad" : "ok") << "\">"
-    << failures << "</td><td class=\"num\">" << vacuous << "</td><td class=\"num\">" << ops
-    << "</td></tr></table>\n";
+    << "<th>ops</th><th>wall time</th><th>threads (-j)</th></tr><tr><td class=\"num\">" << seeds
+    << "</td><td class=\"num\">" << seeds - failures - vacuous << "</td><td class=\"num "
+    << (failures ? "bad" : "ok") << "\">" << failures << "</td><td class=\"num\">" << vacuous
+    << "</td><td class=\"num\">" << ops << "</td><td class=\"num\">" << html::seconds(wall_s)
+    << "</td><td class=\"num\">" << jobs << "</td></tr></table>\n";
 
   o << "<h2>Failures</h2>\n";
   if (failures == 0) {
@@ -120,8 +122,9 @@ std::string SweepReport::html(const std::string& dir, const probes::Snapshot& pr
   return o.str();
 }
 
-std::string SweepReport::write(const std::string& dir, const probes::Snapshot& probes) const {
-  return html::write_page(dir, html(dir, probes));
+std::string SweepReport::write(const std::string& dir, const probes::Snapshot& probes,
+                               unsigned jobs, double wall_s) const {
+  return html::write_page(dir, html(dir, probes, jobs, wall_s));
 }
 
 }  // namespace kvsim::tools

@@ -22,10 +22,13 @@ class SweepReport {
   // One run: sim::summary_json plus "trace" and "tree" (paths, "" when none).
   void add(nlohmann::json run) { runs_.push_back(std::move(run)); }
   // Writes DIR/index.html (creating DIR); throws sim::InputError naming --report on failure.
-  // Returns the page's path.
-  std::string write(const std::string& dir, const probes::Snapshot& probes) const;
+  // Returns the page's path. `jobs` and `wall_s` (the sweep's -j and wall time) are shown in
+  // the summary; they are the only things on the page that depend on -j or the machine.
+  std::string write(const std::string& dir, const probes::Snapshot& probes, unsigned jobs,
+                    double wall_s) const;
   // The page itself (links relative to `dir`).
-  std::string html(const std::string& dir, const probes::Snapshot& probes) const;
+  std::string html(const std::string& dir, const probes::Snapshot& probes, unsigned jobs,
+                   double wall_s) const;
 
  private:
   std::string command_;
