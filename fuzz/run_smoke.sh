@@ -8,6 +8,7 @@
 # Usage: fuzz/run_smoke.sh [seconds] [target...]   (default: 20 s, every fuzz/*_fuzzer.cpp)
 # Env:   KVSIM_FUZZ_STRICT=1  also fail on the known findings (fuzz/findings/README.md)
 #        SMOKE_JOBS=N         build parallelism (default: nproc)
+#        SMOKE_PARALLEL=N     targets fuzzed at once (default: nproc)
 # New inputs go to build/fuzz/smoke/<target>/corpus, never into fuzz/corpus (merge them with
 # fuzz/merge_corpus.sh); a crash leaves crash-<sha1> and, for a simulator violation, the op trace
 # kvsim-<target>-<sha1>.trace.jsonl in build/fuzz/smoke/<target>/.
@@ -35,21 +36,34 @@ root=build/fuzz/smoke
 rm -rf "$root"
 failed=()
 summary=()
-for t in "${targets[@]}"; do
-  bin=build/fuzz/fuzz/$t
-  out=$root/$t
+# The targets run side by side, SMOKE_PARALLEL at a time (default: one per core; each libFuzzer
+# process is single-threaded), each for the full N seconds: the same fuzzing in less wall time.
+parallel="${SMOKE_PARALLEL:-$(nproc)}"
+run_target() {  # run_target TARGET: fuzzes it, leaves its exit code in $root/TARGET/rc
+  local t=$1 out=$root/$1 rc=0
   mkdir -p "$out/corpus"
-  args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
-        -artifact_prefix="$out/")
+  local args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
+              -artifact_prefix="$out/")
   if [ -f "fuzz/$t.dict" ]; then args+=(-dict="fuzz/$t.dict"); fi
-  seeds=()
+  local seeds=()
   if [ -d "fuzz/corpus/$t" ]; then seeds+=("fuzz/corpus/$t"); fi
+  "build/fuzz/fuzz/$t" "${args[@]}" "$out/corpus" "${seeds[@]}" >"$out/log.txt" 2>&1 || rc=$?
+  echo "$rc" >"$out/rc"
+}
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$parallel" ]; then wait -n || true; running=$((running - 1)); fi
   echo "== $t: ${seconds}s"
-  rc=0
-  "$bin" "${args[@]}" "$out/corpus" "${seeds[@]}" >"$out/log.txt" 2>&1 || rc=$?
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+for t in "${targets[@]}"; do
+  out=$root/$t
+  rc=$(cat "$out/rc" 2>/dev/null || echo "?")
   execs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/log.txt" | tail -1)
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/log.txt" | tail -1)
-  if [ "$rc" -ne 0 ]; then
+  if [ "$rc" != 0 ]; then
     failed+=("$t")
     summary+=("$(printf '%-24s FAILED (exit %s) after %s runs' "$t" "$rc" "${runs:-?}")")
     echo "-- $t failed (exit $rc); the end of its log ($out/log.txt):"
@@ -61,7 +75,7 @@ for t in "${targets[@]}"; do
 done
 
 echo
-echo "fuzz smoke (${seconds}s per target, $(nproc) cores on this machine):"
+echo "fuzz smoke (${seconds}s per target, $parallel at a time, $(nproc) cores on this machine):"
 printf '  %s\n' "${summary[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"

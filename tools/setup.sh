@@ -17,6 +17,8 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-hypothesis python3-torch
   pkg-config graphviz chromium
   python3-jsonschema  # validates the scenarios against `kvsim schema` (tests/cli/scenario_reference.py)
+  ccache  # CI's builds (tools/test.sh, fuzz smoke, mutation runner) reuse unchanged objects
+  python3-venv python3-pip python3-setuptools python3-wheel  # `pip install ./python` (docs/sglang.md)
 )
 
 missing=()

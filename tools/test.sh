@@ -14,7 +14,11 @@ preset="${1:-default}"
 tools/setup.sh
 werror=OFF
 if [ "${CI:-}" = "true" ]; then werror=ON; fi
-cmake --preset "$preset" -DKVSIM_WERROR="$werror" >/dev/null
+# ccache (tools/setup.sh installs it) makes a rebuild of unchanged sources cheap, also in a fresh
+# clone at the same path; every CI build below uses it.
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake --preset "$preset" -DKVSIM_WERROR="$werror" "${launcher[@]}" >/dev/null
 cmake --build --preset "$preset" -j"$(nproc)"
 ctest --preset "$preset" -j"$(nproc)"
 echo "== build and ctest took ${SECONDS} s"

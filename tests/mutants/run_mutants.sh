@@ -50,8 +50,11 @@ generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 # Hardened (libstdc++ assertions), like tools/mutation_score.sh, which reuses this build in CI.
 if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_HARDENED:BOOL=ON" "$build/CMakeCache.txt"; then
+  launcher=()
+  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
   cmake -S "$src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF \
-    -DKVSIM_TESTS=OFF -DKVSIM_BENCH=OFF -DKVSIM_HARDENED=ON >/dev/null
+    -DKVSIM_TESTS=OFF -DKVSIM_BENCH=OFF -DKVSIM_PYTHON=OFF -DKVSIM_HARDENED=ON \
+    "${launcher[@]}" >/dev/null
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --build "$build" --target kvsim -j"$jobs" >/dev/null
