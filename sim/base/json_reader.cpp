@@ -235,8 +235,13 @@ int64_t JsonReader::integer(const std::string& key, int64_t fallback, int64_t mi
   const nlohmann::json* v = get(key);
   if (v == nullptr) return fallback;
   if (!v->is_number_integer()) fail(key, "expected an integer, got " + type_name(*v));
-  const int64_t x =
-      v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
+  // Above INT64_MAX (nlohmann keeps it unsigned): out of every range this reader takes, said
+  // with the value as written, never clamped or wrapped.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    fail(key, std::to_string(v->get<uint64_t>()) + " is out of range [" + std::to_string(min) +
+                  ", " + std::to_string(max) + "]");
+  }
+  const int64_t x = v->get<int64_t>();
   if (x < min || x > max) {
     fail(key, std::to_string(x) + " is out of range [" + std::to_string(min) + ", " +
                   std::to_string(max) + "]");
@@ -302,6 +307,9 @@ std::vector<int64_t> JsonReader::integer_array(const std::string& key, int64_t m
     const nlohmann::json& e = (*v)[i];
     const std::string at = key + "[" + std::to_string(i) + "]";
     if (!e.is_number_integer()) fail(at, "expected an integer, got " + type_name(e));
+    if (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      fail(at, std::to_string(e.get<uint64_t>()) + " is out of range");
+    }
     const int64_t x = e.get<int64_t>();
     if (x < min || x > max) fail(at, std::to_string(x) + " is out of range");
     out.push_back(x);

@@ -26,6 +26,7 @@ std::vector<MooncakeRecord> read_mooncake_stream(std::istream& in, const std::st
     const nlohmann::json doc = parse_json(line, path, line_no);
     JsonReader r(doc, where);
     MooncakeRecord rec;
+    rec.line = line_no;
     rec.timestamp_ms = static_cast<uint64_t>(r.required_integer("timestamp", 0, INT64_MAX));
     rec.input_length = r.required_integer("input_length", 1, int64_t{1} << 32);
     rec.output_length = r.required_integer("output_length", 0, int64_t{1} << 32);
@@ -77,9 +78,10 @@ namespace {
 
 class MooncakeSource final : public ArrivalSource {
  public:
-  MooncakeSource(std::vector<MooncakeRecord> records, int64_t block_tokens, double ms_per_tick,
-                 bool expand)
+  MooncakeSource(std::vector<MooncakeRecord> records, std::string source, int64_t block_tokens,
+                 double ms_per_tick, bool expand)
       : records_(std::move(records)),
+        source_(std::move(source)),
         block_tokens_(block_tokens),
         ms_per_tick_(ms_per_tick),
         expand_(expand) {}
@@ -89,8 +91,13 @@ class MooncakeSource final : public ArrivalSource {
     MooncakeRecord& rec = records_[next_++];
     a = Arrival{};
     a.rid = static_cast<RequestId>(next_);
-    a.tick =
-        static_cast<uint64_t>(std::floor(static_cast<double>(rec.timestamp_ms) / ms_per_tick_));
+    const double tick = std::floor(static_cast<double>(rec.timestamp_ms) / ms_per_tick_);
+    if (!(tick <= static_cast<double>(kMooncakeMaxTick))) {  // NaN / inf included
+      throw InputError(source_ + ":" + std::to_string(rec.line) + ": field timestamp: " +
+                       std::to_string(rec.timestamp_ms) + " ms at " + format_number(ms_per_tick_) +
+                       " ms per tick is beyond the last tick 2^53");
+    }
+    a.tick = static_cast<uint64_t>(tick);
     a.output_len = std::max<int64_t>(rec.output_length, 1);
     a.recipe = {PromptSegment{.kind = PromptSegment::Kind::kMooncake,
                               .value = static_cast<uint64_t>(block_tokens_),
@@ -102,6 +109,7 @@ class MooncakeSource final : public ArrivalSource {
 
  private:
   std::vector<MooncakeRecord> records_;
+  std::string source_;
   int64_t block_tokens_;
   double ms_per_tick_;
   bool expand_;
@@ -112,14 +120,14 @@ class MooncakeSource final : public ArrivalSource {
 
 std::unique_ptr<ArrivalSource> mooncake_source(const std::string& path, int64_t block_tokens,
                                                double ms_per_tick, int64_t max_requests) {
-  return std::make_unique<MooncakeSource>(read_mooncake(path, block_tokens, max_requests),
+  return std::make_unique<MooncakeSource>(read_mooncake(path, block_tokens, max_requests), path,
                                           block_tokens, ms_per_tick, /*expand=*/true);
 }
 
 std::vector<Arrival> import_mooncake(const std::string& path, int64_t block_tokens,
                                      double ms_per_tick, int64_t max_requests) {
-  MooncakeSource source(read_mooncake(path, block_tokens, max_requests), block_tokens, ms_per_tick,
-                        /*expand=*/false);
+  MooncakeSource source(read_mooncake(path, block_tokens, max_requests), path, block_tokens,
+                        ms_per_tick, /*expand=*/false);
   std::vector<Arrival> out;
   Arrival a;
   while (source.next(a))

@@ -18,7 +18,13 @@ struct MooncakeRecord {
   int64_t input_length = 0;
   int64_t output_length = 0;
   std::vector<int64_t> hash_ids;
+  size_t line = 0;  // its line in the source (1-based), for errors raised after the parse
 };
+
+// The last tick a Mooncake timestamp may map to: ticks are exact in a double below 2^53, and the
+// simulator adds durations to them without overflow. A timestamp beyond it at the given
+// ms_per_tick is an InputError naming its line.
+inline constexpr uint64_t kMooncakeMaxTick = uint64_t{1} << 53;
 
 // Strict parse: every malformed line is an InputError naming file, line and field;
 // `max_requests` (0 = all) keeps the first records only.
