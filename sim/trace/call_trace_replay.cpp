@@ -205,6 +205,12 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
     t.recorded.push_back(has_out ? std::optional<CallOutcome>(out) : std::nullopt);
   }
   if (!header) throw InputError(source + ": empty call trace (no header line)");
+  // The footer counts the calls its recording wrote: a line lost or added between them is a
+  // recording this file does not hold whole, never one that replays as "matches".
+  if (t.end && t.end->calls != t.calls.size()) {
+    throw InputError(source + ": footer: field calls: " + std::to_string(t.end->calls) +
+                     " calls recorded, the file holds " + std::to_string(t.calls.size()));
+  }
   if (t.snapshot && !snapshot_checked) {
     finish_snapshot(*t.snapshot, source + ":" + std::to_string(lineno + 1), source);
   }
