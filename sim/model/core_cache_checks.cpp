@@ -197,9 +197,15 @@ void KvsimCoreCache::check_quiescent() {
     quiet(n.full().host_lock_ref == 0, "node " + std::to_string(n.id) + " still host-protected (" +
                                            std::to_string(n.full().host_lock_ref) + ")");
   });
+  // The full walk, and no page of any pool still held by a request (none is live).
   SanityReport report;
-  cache_->sanity_check(report);
+  cache_->check_quiescent(report);
   if (!report.ok()) fail(report.first()->invariant, describe_violation(*report.first()));
+  if (metadata_) {
+    quiet(metadata_->available_size() == metadata_->slot_count(),
+          "metadata slots still held: " +
+              std::to_string(metadata_->slot_count() - metadata_->available_size()));
+  }
 }
 
 // The cache's storage statistics against what the store answered it (FaultyStorage counts):

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +34,8 @@ std::string temp_stderr_path() {
 }  // namespace
 
 DriverProcess::DriverProcess(const std::vector<std::string>& argv,
-                             const std::vector<std::string>& python_path) {
+                             const std::vector<std::string>& python_path,
+                             const std::vector<std::string>& env_defaults) {
   if (argv.empty()) throw DriverError("no driver command");
   int in_pipe[2];   // parent writes, child reads
   int out_pipe[2];  // child writes, parent reads
@@ -67,6 +69,13 @@ DriverProcess::DriverProcess(const std::vector<std::string>& argv,
     env_strings.emplace_back(*e);
   }
   if (!pythonpath.empty()) env_strings.push_back("PYTHONPATH=" + pythonpath);
+  for (const std::string& d : env_defaults) {
+    const std::string name = d.substr(0, d.find('=') + 1);
+    const bool present = std::any_of(env_strings.begin(), env_strings.end(), [&](const std::string& e) {
+      return e.compare(0, name.size(), name) == 0;
+    });
+    if (!present) env_strings.push_back(d);
+  }
   std::vector<char*> envp;
   for (std::string& e : env_strings)
     envp.push_back(e.data());

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/base/json_reader.h"
+
 namespace kvsim::sim {
 
 class DriverProcess {
@@ -19,7 +21,9 @@ class DriverProcess {
   // Starts `argv` (argv[0] is looked up on PATH when it has no '/') with this process's
   // environment, `python_path` put in front of PYTHONPATH. Throws DriverError when it cannot
   // start.
-  DriverProcess(const std::vector<std::string>& argv, const std::vector<std::string>& python_path);
+  // `env_defaults` ("NAME=value") are added where the environment has no NAME.
+  DriverProcess(const std::vector<std::string>& argv, const std::vector<std::string>& python_path,
+                const std::vector<std::string>& env_defaults = {});
   ~DriverProcess();  // closes its input, waits briefly, then kills it
   DriverProcess(const DriverProcess&) = delete;
   DriverProcess& operator=(const DriverProcess&) = delete;
@@ -43,10 +47,10 @@ class DriverProcess {
 };
 
 // The driver process failed: it could not start, died, or broke the protocol. Not a violation
-// of the cache under test — the run stops with an environment error (exit 2).
-class DriverError : public std::runtime_error {
+// of the cache under test — the run stops as on bad input (exit 2), with the driver's message.
+class DriverError : public InputError {
  public:
-  using std::runtime_error::runtime_error;
+  using InputError::InputError;
 };
 
 }  // namespace kvsim::sim

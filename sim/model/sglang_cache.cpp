@@ -13,6 +13,9 @@
 #ifndef KVSIM_PYTHON_PACKAGE_DIR
 #define KVSIM_PYTHON_PACKAGE_DIR ""
 #endif
+#ifndef KVSIM_SOURCE_TREE
+#define KVSIM_SOURCE_TREE ""
+#endif
 
 namespace kvsim::sim {
 
@@ -31,7 +34,7 @@ class SglangCache final : public CacheUnderTest {
     driver_ = std::make_unique<DriverProcess>(
         std::vector<std::string>{python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
                                  target.sglang_src},
-        python_path());
+        python_path(), env_defaults());
     const nlohmann::json reply = call({{"call", "hello"},
                                        {"protocol", kProtocolVersion},
                                        {"scenario", to_json(ctx_.scenario)},
@@ -165,6 +168,13 @@ class SglangCache final : public CacheUnderTest {
       paths.emplace_back(KVSIM_PYTHON_PACKAGE_DIR);
     }
     return paths;
+  }
+
+  // The driver finds the SGLang bundle (bundle:<tag> sources) beside this source tree.
+  static std::vector<std::string> env_defaults() {
+    std::vector<std::string> env;
+    if (*KVSIM_SOURCE_TREE != '\0') env.push_back(std::string("KVSIM_SOURCE_DIR=") + KVSIM_SOURCE_TREE);
+    return env;
   }
 
   nlohmann::json call(const nlohmann::json& request) {
