@@ -5,6 +5,17 @@ SGLang-style prefix cache); ``kvsim.sglang`` adapts it to SGLang's ``BasePrefixC
 See docs/sglang.md.
 """
 
+try:  # the binding reads and returns numpy arrays: say so at import, not at the first call
+    import numpy as _numpy  # noqa: F401
+except ImportError as _e:  # pragma: no cover - depends on the interpreter
+    import sys as _sys
+
+    raise ImportError(
+        "kvsim needs numpy, which this Python (%s) does not have: install it (pip install "
+        "numpy, or Debian's python3-numpy) or use the interpreter kvsim was built for "
+        "(/usr/bin/python3 on Debian)" % _sys.executable
+    ) from _e
+
 from kvsim._core import (  # noqa: F401
     TOKEN_MAX,
     TOKEN_MIN,
