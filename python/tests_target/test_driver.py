@@ -173,7 +173,8 @@ def test_overwritten_device_bytes_are_a_content_violation():
         hello(d)
         run(d, lifecycle("a", A))
         node = next(n for n in d.target.cache.root_node.children.values())
-        d.target.kv_pool.k_buffer[1][node.value[:1]] = torch.zeros(1, 1, 2, device="cuda")
+        buf = d.target.kv_pool.k_buffer[1]
+        buf[node.value[:1]] = torch.zeros_like(buf[node.value[:1]])
         v = first_violation(d, [{"call": "tick", "now": 1}])
         assert v["invariant"] == "content" and f"node {node.id} device KV" in v["detail"], v
     finally:
@@ -214,7 +215,8 @@ def test_a_read_of_overwritten_bytes_is_a_content_violation():
         run(d, [{"call": "admit", "rid": "a", "ns": 0, "tokens": A},
                 {"call": "compute", "rid": "a", "n": 24, "tokens": A}, {"call": "read", "rid": "a", "n": 24}])
         slot = d.target.req_to_token_pool.req_to_token[d.reqs["a"].req_pool_idx, 5:6].to(torch.int64)
-        d.target.kv_pool.v_buffer[0][slot] = torch.zeros(1, 1, 2, device="cuda")
+        buf = d.target.kv_pool.v_buffer[0]
+        buf[slot] = torch.zeros_like(buf[slot])
         v = first_violation(d, [{"call": "read", "rid": "a", "n": 24}])
         assert v["invariant"] == "content" and "request a reads [0, 24)" in v["detail"], v
     finally:

@@ -42,6 +42,12 @@ class FakeDevice:
         self._installer = None
         _state.ACTIVE[0] = self
 
+    def reseed(self, seed):
+        """The seed a fresh device would have been made with (a driver forked from a server
+        that made this device before knowing the run's seed)."""
+        self.seed = int(seed)
+        self.generator = torch.Generator().manual_seed(self.seed)
+
     # ---- reports -------------------------------------------------------------------------------
     def _report(self, kind, detail):
         self.violations.append(Violation(kind, detail))

@@ -28,8 +28,12 @@ class DriverError(Exception):
 class Driver(StorageCalls):
     DriverError = DriverError
 
-    def __init__(self, sglang_src, cache_dir=None, content_every=CONTENT_EVERY):
+    def __init__(self, sglang_src, cache_dir=None, content_every=CONTENT_EVERY, preloaded=None):
         self.sglang_src = sglang_src
+        # (device, mods) loaded before a fork (serve_forks): hello builds on them instead of
+        # loading SGLang again. Both are untouched at the fork, so a forked driver starts from
+        # the same state as a fresh one.
+        self.preloaded = preloaded
         self.cache_dir = cache_dir
         self.content_every = int(content_every)
         self.target = None
@@ -38,6 +42,10 @@ class Driver(StorageCalls):
         self.reqs = {}  # rid -> Req, in admission order
         self.hashes = {}  # rid -> PrefixHashes
         self.calls = 0
+        self.full_every = 1  # the scenario's check.full_every (hello)
+        self.full_checks = 0
+        self._since_full = 0
+        self._last_nodes = 0
         self.dead = None  # the violation that stopped the run
         self._seen_violations = 0
         self._release_after = []  # injected holds released at the end of the next call
@@ -133,20 +141,50 @@ class Driver(StorageCalls):
         where = f"{os.path.relpath(f.filename, tree)}:{f.lineno} ({f.name})"
         return Violation("sglang.exception", f"{type(exc).__name__}: {str(exc)[:300]} at {where}")
 
+    # Calls that change nothing in the cache (the clock, reads of the state) do not count toward
+    # the automatic full-check spacing, as kvsim's executor does not count ticks and liveness
+    # checks there; an explicit full_every counts every call.
+    _STILL_CALLS = frozenset({"tick", "read", "hello"})
+
+    def _full_check_due(self, call):
+        """The tree walks follow the scenario's check.full_every, as kvsim's core does: every N
+        calls, or (0, auto) once per (tree nodes + pool pages) / 8 calls that may change the
+        cache, so their cost per call stays constant whatever the size of the tree. Always at
+        quiescence."""
+        if call == "quiescent":
+            return True
+        every = self.full_every
+        if every <= 0 and call in self._STILL_CALLS:  # as the core's auto spacing: not counted
+            return False
+        self._since_full += 1
+        if every <= 0:
+            cfg = self.target.cfg
+            pages = (cfg.device_tokens + cfg.host_tokens) // max(cfg.page_size, 1)
+            every = max(1, (self._last_nodes + pages) // 8)
+        if self._since_full < every:
+            return False
+        self._since_full = 0
+        return True
+
     def _check(self, call):
         from kvsim.sglang_target import checks  # noqa: PLC0415
         t = self.target
-        nodes = checks.walk(t.cache.root_node)
-        reqs = list(self.reqs.values())
+        # Every call: the prefetch liveness check reads the host allocations this call made.
         allocs = self.host_allocs.take() if self.host_allocs is not None else []
+        v = checks.check_prefetch_liveness(t, allocs)
+        if v is not None or not self._full_check_due(call):
+            return v
+        nodes = checks.walk(t.cache.root_node)
+        self._last_nodes = len(nodes)
+        self.full_checks += 1
+        reqs = list(self.reqs.values())
         for check in (lambda: checks.check_residency(t, nodes), lambda: checks.check_locks(t, nodes),
                       lambda: checks.check_tree_shape(t, nodes), lambda: checks.check_slots(t, nodes, reqs),
-                      lambda: checks.check_prefetch_liveness(t, allocs),
                       lambda: checks.check_storage_keys(t, nodes)):
             v = check()
             if v is not None:
                 return v
-        if self.content_every and (self.calls % self.content_every == 0 or call == "quiescent"):
+        if self.content_every and (self.full_checks % self.content_every == 0 or call == "quiescent"):
             return checks.check_content_full(t) or checks.check_storage_content(t, nodes)
         return None
 
@@ -163,11 +201,18 @@ class Driver(StorageCalls):
             cfg = CacheConfig.from_scenario(request.get("scenario") or {})
         except TargetConfigError as exc:
             raise DriverError(str(exc)) from None
-        self.device = FakeDevice(seed=int(request.get("seed", 0)))
-        self.device.install()
-        from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
-        src = resolve_source(self.sglang_src, cache_dir=self.cache_dir)
-        self.mods = load_sglang(src, device=self.device)
+        check = (request.get("scenario") or {}).get("check") or {}
+        self.full_every = int(check.get("full_every", 1))
+        if self.preloaded is not None:
+            self.device, self.mods = self.preloaded
+            self.preloaded = None
+            self.device.reseed(int(request.get("seed", 0)))
+        else:
+            self.device = FakeDevice(seed=int(request.get("seed", 0)))
+            self.device.install()
+            from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
+            src = resolve_source(self.sglang_src, cache_dir=self.cache_dir)
+            self.mods = load_sglang(src, device=self.device)
         try:
             self.target = Target(self.mods, self.device, cfg)
         except TargetConfigError as exc:
@@ -578,11 +623,21 @@ def main(argv=None):
     parser.add_argument("--sglang-src", required=True,
                         help="an SGLang checkout, its python/ folder, 'installed' or 'bundle:<tag>'")
     parser.add_argument("--content-every", type=int, default=CONTENT_EVERY)
+    parser.add_argument("--serve-forks", action="store_true",
+                        help="load SGLang once, then fork one driver per {'fork': {'in', 'out'}} "
+                             "request (FIFO paths), answering {'pid': N}")
     args = parser.parse_args(argv)
     out = sys.stdout
     sys.stdout = sys.stderr  # anything SGLang prints goes to stderr; stdout carries the protocol
+    if args.serve_forks:
+        return serve_forks(args, out)
     driver = Driver(args.sglang_src, content_every=args.content_every)
-    for line in sys.stdin:
+    return serve(driver, sys.stdin, out)
+
+
+def serve(driver, inp, out):
+    """The protocol loop: one reply line per request line until 'bye' or end of input."""
+    for line in inp:
         line = line.strip()
         if not line:
             continue
@@ -597,6 +652,61 @@ def main(argv=None):
         out.write(json.dumps(reply, sort_keys=True) + "\n")
         out.flush()
     driver.close()
+    return 0
+
+
+def serve_forks(args, out):
+    """A fork server: torch imported and SGLang loaded once (the 1-2 s a driver takes to start),
+    then one forked driver per unit. Each child opens the two FIFOs it is given (input first,
+    as the simulator opens them), serves one run and exits; the server answers the child's pid.
+    A child starts from the server's state, in which the device and SGLang's modules are
+    untouched, so it behaves as a fresh driver would; children are reaped as they exit."""
+    import signal  # noqa: PLC0415
+    from kvsim.fakecuda import FakeDevice  # noqa: PLC0415
+    from kvsim.sglang_target import load_sglang  # noqa: PLC0415
+    from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # no zombies: children reap themselves
+    device = FakeDevice(seed=0)
+    device.install()
+    try:
+        mods = load_sglang(resolve_source(args.sglang_src), device=device)
+        out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit}}) + "\n")
+    except Exception as exc:  # noqa: BLE001 - reported to the simulator, which stops
+        out.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        out.flush()
+        return 2
+    out.flush()
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            paths = request["fork"]
+            fifo_in, fifo_out = str(paths["in"]), str(paths["out"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            out.write(json.dumps({"ok": False, "error": f"bad fork request: {exc}"}) + "\n")
+            out.flush()
+            continue
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            # The server's protocol pipes are not the child's: it talks over its FIFOs only.
+            os.close(0)
+            os.dup2(2, 1)
+            code = 0
+            try:
+                with open(fifo_in, "r", encoding="utf-8") as inp, \
+                        open(fifo_out, "w", encoding="utf-8") as child_out:
+                    driver = Driver(args.sglang_src, content_every=args.content_every,
+                                    preloaded=(device, mods))
+                    code = serve(driver, inp, child_out)
+            except BaseException:  # noqa: BLE001 - a child never returns into the server loop
+                traceback.print_exc()
+                code = 2
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        out.write(json.dumps({"ok": True, "pid": pid}) + "\n")
+        out.flush()
     return 0
 
 
