@@ -32,6 +32,8 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   ls scenarios/*.json | grep -v mooncake_synthetic |
     xargs -P 2 -I{} build/default/tools/kvsim run {} --seed 101 --seeds "$seeds" \
       --no-progress --trace-dir build/ci-sweep
+  echo "== [${SECONDS} s] the blind hunt against SGLang's own cache (ctest -L sglang: seed 004 at its parent and fix)"
+  ctest --test-dir "build/$preset" -L sglang --output-on-failure
   echo "== [${SECONDS} s] code probes: every probe reached by a bounded sweep (tools/probe_sweep.sh)"
   tools/probe_sweep.sh build/default/tools/kvsim
   echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"

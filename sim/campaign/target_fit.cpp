@@ -4,7 +4,12 @@ namespace kvsim::sim {
 
 TargetCapabilities capabilities_of(const Target& target) {
   if (target.is_kvsim()) {
-    return TargetCapabilities{.storage = true, .hybrid = true, .sparse_index = true, .pd = true};
+    return TargetCapabilities{.storage = true,
+                              .hybrid = true,
+                              .sparse_index = true,
+                              .pd = true,
+                              .file_store_budget = true,
+                              .small_host = true};
   }
   return TargetCapabilities{};
 }
@@ -30,6 +35,18 @@ std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
   if (!can.pd && s.scheduler.mode == SchedulerMode::kPd) {
     s.scheduler.mode = SchedulerMode::kNormal;
     off.emplace_back("pd");
+  }
+  if (!can.file_store_budget && s.storage && s.store.backend == StorageKind::kFile &&
+      (s.store.capacity_bytes > 0 || s.store.reuse)) {
+    s.store.backend = StorageKind::kMemory;
+    s.store.dir.clear();
+    s.store.reuse = false;
+    s.store.durable = false;
+    off.emplace_back("file_store_budget");
+  }
+  if (!can.small_host && s.cache.hierarchical && s.cache.host_tokens <= s.cache.device_tokens) {
+    s.cache.host_tokens = 2 * s.cache.device_tokens;
+    off.emplace_back("small_host");
   }
   if (!can.storage && s.storage) {
     s.storage = false;

@@ -18,6 +18,12 @@ struct TargetCapabilities {
   bool hybrid = false;  // SWA and Mamba components
   bool sparse_index = false;
   bool pd = false;
+  // A file store with a byte budget, or one reused from an earlier run (SGLang's HiCacheFile has
+  // neither): such a drawn store becomes the in-memory one, budget kept.
+  bool file_store_budget = false;
+  // A host pool no larger than the device pool (SGLang's host pools assert it is larger): such a
+  // drawn host pool becomes twice the device pool, SGLang's default ratio.
+  bool small_host = false;
 };
 
 TargetCapabilities capabilities_of(const Target& target);

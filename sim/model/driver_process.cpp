@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 extern char** environ;
 
@@ -37,6 +38,9 @@ DriverProcess::DriverProcess(const std::vector<std::string>& argv,
                              const std::vector<std::string>& python_path,
                              const std::vector<std::string>& env_defaults) {
   if (argv.empty()) throw DriverError("no driver command");
+  // A driver that dies must not take kvsim with it: a write to its closed pipe is an error
+  // (EPIPE, reported as a DriverError), not a SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
   int in_pipe[2];   // parent writes, child reads
   int out_pipe[2];  // child writes, parent reads
   if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
@@ -94,12 +98,21 @@ DriverProcess::DriverProcess(const std::vector<std::string>& argv,
   from_child_ = fdopen(out_pipe[0], "r");
 }
 
+DriverProcess::DriverProcess(int to_child_fd, int from_child_fd, std::string stderr_path)
+    : stderr_path_(std::move(stderr_path)), owns_stderr_(false) {
+  to_child_ = fdopen(to_child_fd, "w");
+  from_child_ = fdopen(from_child_fd, "r");
+  if (to_child_ == nullptr || from_child_ == nullptr) {
+    throw DriverError(std::string("fdopen: ") + std::strerror(errno));
+  }
+}
+
 DriverProcess::~DriverProcess() {
   if (to_child_ != nullptr) fclose(to_child_);
   to_child_ = nullptr;
   reap(/*kill_it=*/false);
   if (from_child_ != nullptr) fclose(from_child_);
-  if (!stderr_path_.empty()) unlink(stderr_path_.c_str());
+  if (owns_stderr_ && !stderr_path_.empty()) unlink(stderr_path_.c_str());
 }
 
 void DriverProcess::reap(bool kill_it) {
@@ -131,6 +144,10 @@ void DriverProcess::send(const nlohmann::json& request) {
 
 nlohmann::json DriverProcess::call(const nlohmann::json& request) {
   send(request);
+  return read_reply(request.value("call", std::string("?")));
+}
+
+nlohmann::json DriverProcess::read_reply(const std::string& what) {
   line_.clear();
   for (int c; (c = std::fgetc(from_child_)) != EOF;) {
     if (c == '\n') break;
@@ -139,13 +156,12 @@ nlohmann::json DriverProcess::call(const nlohmann::json& request) {
   if (line_.empty()) {
     reap(/*kill_it=*/false);
     std::string tail = stderr_tail();
-    throw DriverError("the driver process exited without answering \"" +
-                      request.value("call", std::string("?")) + "\"" +
+    throw DriverError("the driver process exited without answering \"" + what + "\"" +
                       (tail.empty() ? "" : ":\n" + tail));
   }
   nlohmann::json reply = nlohmann::json::parse(line_, nullptr, /*allow_exceptions=*/false);
   if (!reply.is_object()) {
-    throw DriverError("the driver answered \"" + request.value("call", std::string("?")) +
+    throw DriverError("the driver answered \"" + what +
                       "\" with something that is not a JSON object: " + line_.substr(0, 200));
   }
   return reply;

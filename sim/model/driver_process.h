@@ -24,6 +24,9 @@ class DriverProcess {
   // `env_defaults` ("NAME=value") are added where the environment has no NAME.
   DriverProcess(const std::vector<std::string>& argv, const std::vector<std::string>& python_path,
                 const std::vector<std::string>& env_defaults = {});
+  // A driver someone else started (a fork server's child, sim/model/sglang_cache.cpp): talks
+  // over the two descriptors, which it owns; the process itself is not its to reap.
+  DriverProcess(int to_child_fd, int from_child_fd, std::string stderr_path);
   ~DriverProcess();  // closes its input, waits briefly, then kills it
   DriverProcess(const DriverProcess&) = delete;
   DriverProcess& operator=(const DriverProcess&) = delete;
@@ -33,9 +36,12 @@ class DriverProcess {
   nlohmann::json call(const nlohmann::json& request);
   // Sends a request that gets no reply (the protocol's "bye").
   void send(const nlohmann::json& request);
+  // Reads one line that no request asked for (a server's greeting); `what` names it in errors.
+  nlohmann::json read_reply(const std::string& what);
   // The last lines the process wrote to its standard error (for error messages).
   std::string stderr_tail(size_t max_bytes = 4000) const;
-  bool alive() const { return pid_ > 0; }
+  const std::string& stderr_path() const { return stderr_path_; }
+  bool alive() const { return to_child_ != nullptr && (pid_ > 0 || !owns_stderr_); }
 
  private:
   void reap(bool kill_it);
@@ -43,6 +49,7 @@ class DriverProcess {
   FILE* to_child_ = nullptr;
   FILE* from_child_ = nullptr;
   std::string stderr_path_;
+  bool owns_stderr_ = true;  // a fork server's child writes to the server's file
   std::string line_;
 };
 

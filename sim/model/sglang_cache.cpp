@@ -1,6 +1,14 @@
 #include "sim/model/sglang_cache.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,19 +39,17 @@ class SglangCache final : public CacheUnderTest {
       const char* env = std::getenv("KVSIM_PYTHON");
       python = env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
     }
-    driver_ = std::make_unique<DriverProcess>(
-        std::vector<std::string>{python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
-                                 target.sglang_src},
-        python_path(), env_defaults());
+    driver_ = start_driver(python, target.sglang_src);
     const nlohmann::json reply = call({{"call", "hello"},
                                        {"protocol", kProtocolVersion},
                                        {"scenario", to_json(ctx_.scenario)},
                                        {"seed", ctx_.seed}});
-    const nlohmann::json& sglang = reply.at("sglang");
+    // A hello that found a violation (SGLang raised while building its cache) has reported it
+    // through call(); the run then ends before its first op.
+    const nlohmann::json sglang = reply.value("sglang", nlohmann::json::object());
     target.sglang_commit = sglang.value("commit", std::string());
-    const nlohmann::json& streams = reply.at("streams");
-    streams_ = {streams.at("compute").get<uint32_t>(), streams.at("write").get<uint32_t>(),
-                streams.at("load").get<uint32_t>()};
+    const nlohmann::json streams = reply.value("streams", nlohmann::json::object());
+    streams_ = {streams.value("compute", 0u), streams.value("write", 1u), streams.value("load", 2u)};
     stream_count_ = reply.value("stream_count", size_t{3});
     storage_ = reply.value("storage", false);
   }
@@ -170,11 +176,79 @@ class SglangCache final : public CacheUnderTest {
     return paths;
   }
 
-  // The driver finds the SGLang bundle (bundle:<tag> sources) beside this source tree.
+  // The driver finds the SGLang bundle (bundle:<tag> sources) beside this source tree; Python's
+  // string hashing is fixed so that nothing in a run depends on the process it ran in.
   static std::vector<std::string> env_defaults() {
-    std::vector<std::string> env;
+    std::vector<std::string> env{"PYTHONHASHSEED=0"};
     if (*KVSIM_SOURCE_TREE != '\0') env.push_back(std::string("KVSIM_SOURCE_DIR=") + KVSIM_SOURCE_TREE);
     return env;
+  }
+
+  // One driver per run. Starting one costs 1-2 s (torch and SGLang's modules); a fork server
+  // (`driver --serve-forks`, one per kvsim process and source) pays that once and forks a
+  // fresh driver per run, talking to it over two FIFOs. KVSIM_SGLANG_FORK=0 spawns each driver.
+  static std::unique_ptr<DriverProcess> start_driver(const std::string& python,
+                                                     const std::string& src) {
+    const std::vector<std::string> argv{python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
+                                        src};
+    const char* fork_env = std::getenv("KVSIM_SGLANG_FORK");
+    if (fork_env != nullptr && std::string(fork_env) == "0") {
+      return std::make_unique<DriverProcess>(argv, python_path(), env_defaults());
+    }
+    static std::mutex mu;
+    static std::map<std::string, std::pair<pid_t, std::unique_ptr<DriverProcess>>> servers;
+    std::lock_guard<std::mutex> lock(mu);
+    auto& [owner, server] = servers[python + "\n" + src];
+    if (!server || owner != ::getpid() || !server->alive()) {
+      // A hunt worker forked from a process that had a server starts its own: the pipes are
+      // the parent's. (The inherited object is left alone.)
+      if (server && owner != ::getpid()) static_cast<void>(server.release());
+      std::vector<std::string> server_argv = argv;
+      server_argv.emplace_back("--serve-forks");
+      server = std::make_unique<DriverProcess>(server_argv, python_path(), env_defaults());
+      owner = ::getpid();
+      const nlohmann::json hello = server->read_reply("the fork server's start");
+      if (!hello.value("ok", false)) {
+        const std::string error = hello.value("error", std::string("(no error given)"));
+        server.reset();
+        throw DriverError("the SGLang driver could not load " + src + ": " + error);
+      }
+    }
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir_pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kvsim-driver-XXXXXX";
+    std::vector<char> dir_buf(dir_pattern.begin(), dir_pattern.end());
+    dir_buf.push_back('\0');
+    if (::mkdtemp(dir_buf.data()) == nullptr) {
+      throw DriverError(dir_pattern + ": cannot make a folder for the driver's pipes: " +
+                        std::strerror(errno));
+    }
+    const std::string dir(dir_buf.data());
+    const std::string in = dir + "/in", out = dir + "/out";
+    struct Cleanup {
+      std::string dir, in, out;
+      ~Cleanup() {
+        ::unlink(in.c_str());
+        ::unlink(out.c_str());
+        ::rmdir(dir.c_str());
+      }
+    } cleanup{dir, in, out};
+    if (::mkfifo(in.c_str(), 0600) != 0 || ::mkfifo(out.c_str(), 0600) != 0) {
+      throw DriverError(dir + ": mkfifo: " + std::strerror(errno));
+    }
+    const nlohmann::json forked = server->call({{"fork", {{"in", in}, {"out", out}}}});
+    if (!forked.value("ok", false)) {
+      throw DriverError("the SGLang fork server refused: " +
+                        forked.value("error", std::string("(no error given)")));
+    }
+    // The child opens its input first, then its output; the same order here.
+    const int to_child = ::open(in.c_str(), O_WRONLY | O_CLOEXEC);
+    const int from_child = to_child >= 0 ? ::open(out.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    if (from_child < 0) {
+      if (to_child >= 0) ::close(to_child);
+      throw DriverError(dir + ": cannot open the driver's pipes: " + std::strerror(errno));
+    }
+    return std::make_unique<DriverProcess>(to_child, from_child, server->stderr_path());
   }
 
   nlohmann::json call(const nlohmann::json& request) {

@@ -122,7 +122,7 @@ int hunt_command(const HuntCommand& c) {
       }
       std::fflush(stderr);
     };
-    o.unit_timeout_s = c.unit_timeout_s;
+    o.unit_timeout_s = c.unit_timeout_s.value_or(o.target.is_kvsim() ? 30.0 : 600.0);
     const std::string dir = scenarios_dir(c.scenarios);
     if (!dir.empty()) o.named = named_scenarios(dir);
     if (o.time_budget_s <= 0 && o.max_units == 0) {

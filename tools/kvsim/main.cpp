@@ -255,9 +255,9 @@ int main(int argc, char** argv) {
   hunt_cmd
       ->add_option(
           "--unit-timeout", hunt.unit_timeout_s,
-          "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none)")
-      ->check(kFinite)
-      ->capture_default_str();
+          "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none; "
+          "default 30, or 600 with --target sglang)")
+      ->check(kFinite);
   hunt_cmd->add_option("--report", hunt.report,
                        "Write a self-contained HTML report of the hunt to this folder");
   hunt_cmd->add_option("--units", hunt.units, "Stop after this many units (0 = no limit)")
