@@ -137,18 +137,24 @@ bool write_exact(int fd, const char* p, size_t n) {
   return true;
 }
 
-enum class Header : uint8_t { kOk, kMissing, kCorrupt, kIoError };
+enum class Header : uint8_t { kOk, kMissing, kCorrupt, kIoError, kForeign };
+
 
 // Opens `path` and validates everything but the payload checksum (contract 3). On kOk, `fd`
 // holds the open file, `length` the payload length and `header` the header bytes.
-Header open_page(const fs::path& path, const PageDigest& key, int* fd_out, uint64_t* length,
-                 std::array<char, FileStorage::kHeaderBytes>* header) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? Header::kMissing : Header::kIoError;
+Header open_page(const fs::path& path, const PageDigest& key, uint64_t page_bytes, int* fd_out,
+                 uint64_t* length, std::array<char, FileStorage::kHeaderBytes>* header) {
+  // O_NONBLOCK: a FIFO under a page's name opens at once instead of waiting for a writer;
+  // O_NOFOLLOW: a symlink is not followed. Neither is a page (contract 4).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Header::kMissing;
+    return errno == ELOOP ? Header::kForeign : Header::kIoError;
+  }
   Fd guard(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Header::kIoError;
-  if (!S_ISREG(st.st_mode)) return Header::kCorrupt;  // e.g. a directory under a page's name
+  if (!S_ISREG(st.st_mode)) return Header::kForeign;  // a FIFO, a directory, a device
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < FileStorage::kHeaderBytes) return Header::kCorrupt;  // includes the empty file
   if (!read_exact(fd, header->data(), header->size(), 0)) {
@@ -165,12 +171,56 @@ Header open_page(const fs::path& path, const PageDigest& key, int* fd_out, uint6
   if (std::memcmp(header->data() + kKeyAt, key.data(), key.size()) != 0) {
     return Header::kCorrupt;  // another page's file under this name
   }
+  // A whole, well-formed page of another size: another model geometry's page (item_bytes,
+  // layer_count or page_size differ) sharing the directory. Not ours, and not damaged.
+  if (page_bytes != 0 && *length != page_bytes) return Header::kForeign;
   *fd_out = fd;
   guard.fd = -1;
   return Header::kOk;
 }
 
+// lstat, never open: a FIFO or a symlink under a page's name is seen without touching it.
+bool is_regular_entry(const fs::directory_entry& e) {
+  std::error_code ec;
+  return e.symlink_status(ec).type() == fs::file_type::regular && !ec;
+}
+
 }  // namespace
+
+bool read_own_page_file(const fs::path& path, uint64_t page_bytes, std::string* bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) return false;
+  Fd guard(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (page_bytes != 0) {
+    if (size > FileStorage::kHeaderBytes + page_bytes) return false;  // damaged: never copied
+    std::array<char, FileStorage::kHeaderBytes> header{};
+    if (size >= header.size() && read_exact(fd, header.data(), header.size(), 0) &&
+        std::memcmp(header.data(), kMagic.data(), kMagic.size()) == 0 &&
+        get_le<uint64_t>(header.data() + kLengthAt) == size - header.size() &&
+        size - header.size() != page_bytes) {
+      return false;  // a whole page of another geometry
+    }
+  }
+  bytes->assign(static_cast<size_t>(size), '\0');
+  return read_exact(fd, bytes->data(), bytes->size(), 0);
+}
+
+FileStorage::Entry FileStorage::classify(const fs::directory_entry& e) const {
+  const std::string name = e.path().filename().string();
+  if (!is_page_name(name)) return Entry::kOther;
+  if (!is_regular_entry(e)) return Entry::kForeign;
+  if (options_.page_bytes == 0) return Entry::kPage;
+  const PageDigest key = from_hex(std::string_view(name).substr(0, kHexChars));
+  int fd = -1;
+  uint64_t length = 0;
+  std::array<char, kHeaderBytes> header{};
+  const Header h = open_page(e.path(), key, options_.page_bytes, &fd, &length, &header);
+  if (h == Header::kOk) ::close(fd);
+  return h == Header::kForeign ? Entry::kForeign : Entry::kPage;  // a damaged page is ours
+}
 
 FileStorage::FileStorage(fs::path dir, FileStorageOptions options)
     : dir_(std::move(dir)), options_(options) {
@@ -198,7 +248,11 @@ FileStorage::FileStorage(fs::path dir, FileStorageOptions options)
     std::error_code file_ec;
     const std::string name = it->path().filename().string();
     const bool page = is_page_name(name);
-    if ((!page && !is_temp_name(name)) || !it->is_regular_file(file_ec)) continue;
+    if (page && classify(*it) != Entry::kPage) {
+      ++foreign_at_start_;
+      continue;
+    }
+    if ((!page && !is_temp_name(name)) || !is_regular_entry(*it)) continue;
     const fs::file_time_type mtime = it->last_write_time(file_ec);
     if (file_ec) continue;
     if (!page) {
@@ -242,7 +296,9 @@ bool FileStorage::exists(const PageDigest& key) {
   int fd = -1;
   uint64_t length = 0;
   std::array<char, kHeaderBytes> header{};
-  if (open_page(path_of(key), key, &fd, &length, &header) != Header::kOk) return false;
+  if (open_page(path_of(key), key, options_.page_bytes, &fd, &length, &header) != Header::kOk) {
+    return false;
+  }
   ::close(fd);
   return true;
 }
@@ -279,10 +335,11 @@ StorageStatus FileStorage::read_page(const PageDigest& key, std::vector<std::byt
   int fd = -1;
   uint64_t length = 0;
   std::array<char, kHeaderBytes> header{};
-  switch (open_page(path_of(key), key, &fd, &length, &header)) {
+  switch (open_page(path_of(key), key, options_.page_bytes, &fd, &length, &header)) {
     case Header::kOk:
       break;
     case Header::kMissing:
+    case Header::kForeign:  // not this model's page: a miss, and left where it is
       forget(key);  // another process (or a person) removed it
       return StorageStatus::kMiss;
     case Header::kCorrupt:
@@ -308,6 +365,7 @@ StorageStatus FileStorage::write_file(const fs::path& tmp, std::span<const char>
                                       std::span<const std::byte> payload) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
+    note_write_error(errno);
     error_ = tmp.string() + ": " + os_error(errno);
     return StorageStatus::kIoError;
   }
@@ -317,6 +375,7 @@ StorageStatus FileStorage::write_file(const fs::path& tmp, std::span<const char>
   const int write_errno = errno;
   good = ::close(fd) == 0 && good;
   if (!good) {
+    note_write_error(write_errno != 0 ? write_errno : errno);
     error_ = tmp.string() + ": " + os_error(write_errno != 0 ? write_errno : errno);
     ::unlink(tmp.c_str());
     return StorageStatus::kIoError;
@@ -365,6 +424,7 @@ StorageStatus FileStorage::set(const PageDigest& key, std::span<const std::byte>
     const int sync_errno = errno;
     if (dfd >= 0) ::close(dfd);
     if (!synced) {
+      note_write_error(sync_errno);
       error_ = dir_.string() + ": " + os_error(sync_errno);
       return StorageStatus::kIoError;  // the page may or may not survive a crash
     }
@@ -373,11 +433,24 @@ StorageStatus FileStorage::set(const PageDigest& key, std::span<const std::byte>
   return StorageStatus::kOk;
 }
 
+void FileStorage::note_write_error(int err) {
+  if (err == ENOSPC || err == EDQUOT) out_of_space_ = true;
+}
+
 void FileStorage::remove(const PageDigest& key) {
   forget(key);
   if (!ok_) return;
   std::error_code ec;
   fs::remove(path_of(key), ec);
+}
+
+size_t FileStorage::foreign_count() const {
+  if (!ok_) return 0;
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec))
+    n += classify(*it) == Entry::kForeign ? 1 : 0;
+  return n;
 }
 
 size_t FileStorage::page_count() const {
@@ -390,7 +463,7 @@ StorageBackend::Usage FileStorage::usage() const {
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code file_ec;
-    if (!is_page_name(it->path().filename().string()) || !it->is_regular_file(file_ec)) continue;
+    if (classify(*it) != Entry::kPage) continue;
     const uintmax_t size = it->file_size(file_ec);
     if (file_ec) continue;
     ++u.pages;
@@ -401,16 +474,20 @@ StorageBackend::Usage FileStorage::usage() const {
 
 void FileStorage::clear() {
   if (!ok_) return;
+  // Every entry under a page's name goes, whatever it is (another geometry's page, a FIFO, a
+  // symlink: unlinked, never opened or followed), except a directory, which stays foreign.
   std::vector<fs::path> pages;
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code file_ec;
-    if (is_page_name(it->path().filename().string()) && it->is_regular_file(file_ec)) {
+    const fs::file_type type = it->symlink_status(file_ec).type();
+    if (is_page_name(it->path().filename().string()) && !file_ec &&
+        type != fs::file_type::directory) {
       pages.push_back(it->path());
     }
   }
   for (const fs::path& p : pages)
-    fs::remove(p, ec);
+    ::unlink(p.c_str());
   known_.clear();
   lru_.clear();
   known_bytes_ = 0;

@@ -28,7 +28,15 @@
 //     not exist, and set() overwrites it. (The payload checksum is get()'s job: a page whose
 //     payload alone is damaged exists until get() finds it out.)
 //  4. Only regular files named `<64 lowercase hex>.kvpage` are pages; page_count() and usage()
-//     scan the directory and every other file is ignored. At construction, temp files older
+//     scan the directory and every other file is ignored. Nothing but a regular file is ever
+//     opened for its content (open with O_NONBLOCK | O_NOFOLLOW, then fstat): a FIFO, a symlink,
+//     a directory or a device under a page's name is *foreign* — exists() is false, get() a
+//     miss, scrub() leaves it, foreign_count() counts it. With options.page_bytes set, a whole,
+//     well-formed page whose payload has another length (another model geometry sharing the
+//     directory) is foreign too: never read past its header, never removed as damaged, never
+//     counted in usage(); a set() of the same key replaces it (the keys do not carry the
+//     geometry). clear() unlinks every entry under a page's name but a directory, without
+//     opening it. At construction, temp files older
 //     than `stale_temp_seconds` (an interrupted set() of any process) are removed; younger ones
 //     may belong to another process writing now, and stay.
 //  5. Budget: with capacity_bytes > 0, a set() of a new page first removes least recently used
@@ -37,10 +45,13 @@
 //     (deterministic): pages found on disk at construction are ordered by file time then name,
 //     older first; then a set() that writes and a get() that hits each count as a use. Pages
 //     another process writes into a shared directory join the order when this one reads them.
-//  6. The directory is never created here: if it is missing, not a directory, or not writable,
+//  6. A write that fails for want of space (ENOSPC, EDQUOT) sets out_of_space(): the caller
+//     treats it as an environment problem, not as a store's answer (the simulator stops the run
+//     with an input error naming the directory).
+//  7. The directory is never created here: if it is missing, not a directory, or not writable,
 //     ok() is false and error() says why (the OS's words); set() then reports kIoError and
 //     get() kMiss. Nothing here throws.
-//  7. File times are wall-clock: they order pages found at start and age temp files, and are
+//  8. File times are wall-clock: they order pages found at start and age temp files, and are
 //     never consulted after construction.
 #pragma once
 
@@ -57,7 +68,15 @@ struct FileStorageOptions {
   uint64_t capacity_bytes = 0;           // 0 = unlimited
   bool durable = false;                  // fsync file and directory around the rename
   int64_t stale_temp_seconds = 15 * 60;  // temp files older than this are removed at start
+  uint64_t page_bytes = 0;  // this model's page payload; another length is foreign. 0 = any
 };
+
+// Reads the page file at `path` whole into `bytes` if it is one a copy of the store keeps: a
+// regular file (opened O_NONBLOCK | O_NOFOLLOW), with page_bytes set no larger than a page of
+// that payload and not a well-formed page of another payload length. False otherwise (gone, a
+// FIFO or symlink, oversized, another geometry's, unreadable): nothing is read past that bound.
+bool read_own_page_file(const std::filesystem::path& path, uint64_t page_bytes,
+                        std::string* bytes);
 
 class FileStorage final : public StorageBackend {
  public:
@@ -82,6 +101,12 @@ class FileStorage final : public StorageBackend {
   // Validates every page file (as get() does, without counting a use) and removes the damaged
   // ones; returns how many it removed.
   size_t scrub();
+  // Entries under a page's name that are not this store's pages (contract 4), counted now;
+  // foreign_at_start() is the count the constructor saw.
+  size_t foreign_count() const;
+  uint64_t foreign_at_start() const { return foreign_at_start_; }
+  // A write failed for want of space (contract 6); error() has the OS's words.
+  bool out_of_space() const { return out_of_space_; }
   uint64_t evictions() const { return evictions_; }
   uint64_t stale_temps_removed() const { return stale_temps_removed_; }
 
@@ -90,6 +115,9 @@ class FileStorage final : public StorageBackend {
     uint64_t bytes = 0;
     uint64_t last_use = 0;
   };
+  enum class Entry : uint8_t { kPage, kForeign, kOther };
+  Entry classify(const std::filesystem::directory_entry& e) const;
+  void note_write_error(int err);
   void touch(const PageDigest& key, uint64_t bytes);
   void forget(const PageDigest& key);
   StorageStatus read_page(const PageDigest& key, std::vector<std::byte>* out);
@@ -105,6 +133,8 @@ class FileStorage final : public StorageBackend {
   uint64_t known_bytes_ = 0;
   uint64_t evictions_ = 0;
   uint64_t stale_temps_removed_ = 0;
+  uint64_t foreign_at_start_ = 0;
+  bool out_of_space_ = false;
   std::map<PageDigest, Known> known_;   // pages this instance knows of
   std::map<uint64_t, PageDigest> lru_;  // last_use → key
 };

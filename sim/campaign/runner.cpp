@@ -166,6 +166,7 @@ nlohmann::json storage_json(const StorageRunStats& st) {
                       {"bytes", st.bytes},
                       {"evictions", st.evictions},
                       {"scrubbed_pages", st.scrubbed_pages},
+                      {"foreign_entries", st.foreign_entries},
                       {"faults_injected", injected}};
   if (!st.start_digest.empty()) j["start_digest"] = st.start_digest;
   return j;
@@ -275,6 +276,11 @@ std::string summary_text(const Scenario& s, uint64_t seed, const RunResult& r) {
         static_cast<long long>(st.written_bytes), static_cast<unsigned long long>(st.pages),
         static_cast<unsigned long long>(st.bytes), static_cast<unsigned long long>(st.evictions));
     out += buf;
+    if (st.foreign_entries > 0) {
+      out += "  storage directory also holds " + std::to_string(st.foreign_entries) +
+             " foreign entries under page names (another geometry's pages, FIFOs, links): "
+             "left alone\n";
+    }
     std::string injected;
     for (size_t i = 1; i < kStorageFaults; ++i) {
       if (st.injected[i] == 0) continue;

@@ -6,6 +6,7 @@
 
 #include "core/tiers/file_storage.h"
 #include "core/tiers/memory_storage.h"
+#include "sim/base/json_reader.h"
 
 namespace kvsim::sim {
 namespace {
@@ -53,7 +54,7 @@ bool FaultyStorage::damage(const PageDigest& key, bool torn) {
   }
   if (auto* file = dynamic_cast<FileStorage*>(&inner_)) {
     const std::string path = file->path_of(key).string();
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) return false;
     struct stat st {};
     bool done = false;
@@ -96,6 +97,16 @@ std::string key_text(const PageDigest& key) {
 }
 
 }  // namespace
+
+void FaultyStorage::stop_if_out_of_space(size_t payload_bytes) const {
+  const auto* file = dynamic_cast<const FileStorage*>(&inner_);
+  if (file == nullptr || !file->out_of_space()) return;
+  throw InputError("storage directory " + file->dir().string() +
+                   " is full: writing a page of " +
+                   std::to_string(FileStorage::kHeaderBytes + payload_bytes) +
+                   " bytes failed (" + file->error() +
+                   "); free space there or set cache.storage.capacity_bytes below what it holds");
+}
 
 void FaultyStorage::breach(std::string what) {
   if (!broken_) broken_ = std::move(what);
@@ -215,6 +226,7 @@ StorageStatus FaultyStorage::faulty_set(const PageDigest& key, std::span<const s
   if (take(StorageFault::kWriteError)) return StorageStatus::kIoError;
   const bool fresh = armed_ == StorageFault::kTornWrite && !inner_.exists(key);
   const StorageStatus status = inner_.set(key, payload);
+  if (status != StorageStatus::kOk) stop_if_out_of_space(payload.size());
   if (exact_) {
     if (status != StorageStatus::kOk) {
       breach("set(" + key_text(key) + ") returned " + std::string(to_string(status)) +

@@ -23,7 +23,8 @@
 // shadow of what the core stored, when the store started empty and has no budget (so it never
 // drops a page on its own): a set() that fails or does not store with no fault armed, a get()
 // of a stored page that is not kOk with its exact bytes, a page found that was never stored or
-// was removed, exists() and batch_exists() disagreeing with the shadow. The first breach is
+// was removed, exists() and batch_exists() disagreeing with the shadow. A write that fails for
+// want of space is neither: it stops the run with an InputError naming the directory. The first breach is
 // kept (contract_broken()); the executor reports it as invariant storage.contract.
 #pragma once
 
@@ -109,6 +110,9 @@ class FaultyStorage final : public StorageBackend {
   StorageStatus faulty_get(const PageDigest& key, std::vector<std::byte>* out, bool* short_read);
   StorageStatus faulty_set(const PageDigest& key, std::span<const std::byte> payload);
   void breach(std::string what);
+  // A file store's write failed for want of space (ENOSPC, EDQUOT): the environment, not the
+  // store's contract nor a fault; throws InputError naming the directory (exit 2).
+  void stop_if_out_of_space(size_t payload_bytes) const;
 
   StorageBackend& inner_;
   bool exact_ = false;

@@ -31,8 +31,8 @@
 
 namespace kvsim::sim {
 
-// A private temporary directory (mkdtemp), removed with everything in it when the last owner
-// lets go.
+// A private temporary directory (mkdtemp), `kvsim-<tag>-<pid>-XXXXXX`, removed with everything
+// in it when the last owner lets go (or by sweep_stale_store_copies once the process is gone).
 class TempDir {
  public:
   explicit TempDir(const std::string& tag);  // throws InputError if it cannot be created
@@ -54,6 +54,8 @@ struct StorageRunStats {
   uint64_t pages = 0, bytes = 0;            // what the store holds at the end
   uint64_t evictions = 0;                   // pages dropped for the budget
   uint64_t scrubbed_pages = 0;              // reuse: damaged pages removed before the run started
+  uint64_t foreign_entries = 0;  // file: entries under a page's name that are not this model's
+                                 // pages (another geometry's, a FIFO, a symlink): left alone
   std::string start_digest;                 // reuse: digest of the store the run started on
   std::shared_ptr<TempDir> start_snapshot;  // reuse: a copy of that store (for the trace)
   std::array<uint64_t, kStorageFaults> injected{};
@@ -63,11 +65,26 @@ struct StorageRunStats {
 std::string storage_dir_problem(const std::string& dir);
 // Throws InputError "<source>: field cache.storage.dir: <dir>: <reason>" for a bad directory.
 void check_storage_dir(const Scenario& s);
-// SHA-256 (hex) over the page files of `dir` in name order: name, size and bytes of each.
-std::string store_digest(const std::filesystem::path& dir);
-// Copies the page files of `from` into the existing directory `to`; returns how many. A page
-// that another process removes meanwhile is skipped.
-size_t copy_store_pages(const std::filesystem::path& from, const std::filesystem::path& to);
+// SHA-256 (hex) over the page files of `dir` in name order: name, size and bytes of each. With
+// page_bytes (a page's payload), only the files copy_store_pages copies count.
+std::string store_digest(const std::filesystem::path& dir, uint64_t page_bytes = 0);
+// Copies the page files of `from` into the existing directory `to`; returns how many. Only
+// regular files are read (never a FIFO or a symlink); with page_bytes, nothing larger than a page
+// of that payload and no well-formed page of another payload length (another geometry's) is
+// copied, so a sparse 1 TiB file costs nothing. A page another process removes meanwhile is
+// skipped.
+size_t copy_store_pages(const std::filesystem::path& from, const std::filesystem::path& to,
+                        uint64_t page_bytes = 0);
+// The payload bytes of one of the scenario's pages in the store (page_size x layers x item).
+uint64_t page_payload_bytes(const Scenario& s);
+// True when a run of `s` starts on a store it then changes (a file store in `dir` with reuse):
+// running the same seed again starts elsewhere, so a failure's trace must be recorded by the
+// run that failed, not by a re-run.
+bool run_changes_its_store(const Scenario& s);
+// Removes the temp-directory copies of stores (`kvsim-store-snapshot-<pid>-*`, ...-replay-store-,
+// ...-store-) whose owning process is gone (a run killed by a signal skips TempDir's
+// destructor); returns how many. A folder of a live process, or without a pid, stays.
+size_t sweep_stale_store_copies();
 
 class StorageTier {
  public:
@@ -87,6 +104,7 @@ class StorageTier {
   std::shared_ptr<TempDir> snapshot_;     // reuse: the store the run started on
   std::string start_digest_;
   uint64_t scrubbed_ = 0;
+  uint64_t foreign_ = 0;
 };
 
 }  // namespace kvsim::sim

@@ -366,7 +366,9 @@ int run_command(const RunCommand& c) {
     auto job = [&](uint64_t seed) {
       SeedRun out;
       probes::reset();  // this thread's counters
-      const bool record = !c.record.empty();
+      // A reused store is changed by the run itself: a second run would start on another
+      // store, so such a run records the first time.
+      const bool record = !c.record.empty() || sim::run_changes_its_store(s);
       sim::RunRequest req{.scenario = &s,
                           .seed = seed,
                           .arrivals = arrivals,
