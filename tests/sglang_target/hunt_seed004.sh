@@ -7,7 +7,7 @@
 # Skips (exit 77) without torch or the bundle.
 # Usage: hunt_seed004.sh KVSIM SOURCE_DIR WORK_DIR [BUDGET_S]
 set -uo pipefail
-kvsim="$1"; src="$2"; work="$3"; budget="${4:-90}"
+kvsim="$1"; src="$2"; work="$3"; budget="${4:-60}"
 bundle="$src/../shared/sglang/sglang-slice.bundle"
 [ -f "$bundle" ] || { echo "no SGLang bundle at $bundle: skipped"; exit 77; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "no torch for /usr/bin/python3: skipped"; exit 77; }
@@ -21,13 +21,13 @@ hunt() {  # hunt TAG DIR BUDGET -> exit code; JSON summary in DIR/hunt.json
 }
 
 hunt sglang-27659ea8c8 "$work/parent" "$budget"; rc=$?
-first=$(jq -r '.failures[0].invariant // empty' "$work/parent/hunt.json" 2>/dev/null)
-units=$(jq -r '.units // empty' "$work/parent/hunt.json" 2>/dev/null)
+first=$(jq -r '.hunt.failures[0].invariant // empty' "$work/parent/hunt.json" 2>/dev/null)
+units=$(jq -r '.hunt.units // empty' "$work/parent/hunt.json" 2>/dev/null)
 echo "parent 27659ea8c8: exit $rc, first failure: ${first:-none} after ${units:-?} units"
 if [ "$rc" -ne 1 ] || [ "$first" != "prefetch.abandoned_with_free_memory" ]; then
   echo "FAIL: the blind hunt did not find seed 004's kind at its buggy commit"; tail -5 "$work/parent/hunt.err"; exit 1
 fi
-trace=$(jq -r '.failures[0].trace' "$work/parent/hunt.json")
+trace=$(jq -r '.hunt.failures[0].trace' "$work/parent/hunt.json")
 "$kvsim" replay "$trace" >"$work/parent/replay.txt" 2>&1; rrc=$?
 [ "$rrc" -eq 1 ] || { echo "FAIL: the trace did not replay to its violation (exit $rrc)"; cat "$work/parent/replay.txt"; exit 1; }
 grep -q "prefetch.abandoned_with_free_memory" "$work/parent/replay.txt" ||
@@ -40,11 +40,11 @@ fi
 
 hunt sglang-4a04a9818e "$work/fix" "$budget"; rc=$?
 if grep -q "prefetch.abandoned_with_free_memory" "$work/fix/hunt.json"; then
-  echo "FAIL: seed 004's kind found at its fix"; jq -c '.failures' "$work/fix/hunt.json"; exit 1
+  echo "FAIL: seed 004's kind found at its fix"; jq -c '.hunt.failures' "$work/fix/hunt.json"; exit 1
 fi
-echo "fix 4a04a9818e: exit $rc, $(jq -r '.units' "$work/fix/hunt.json") units, no failure of seed 004's kind"
+echo "fix 4a04a9818e: exit $rc, $(jq -r '.hunt.units' "$work/fix/hunt.json") units, no failure of seed 004's kind"
 
 hunt sglang-6ed5780c4f "$work/newest" 30; rc=$?
-echo "newest 6ed5780c4f: exit $rc, $(jq -r '.units' "$work/newest/hunt.json") units"
-[ "$rc" -eq 0 ] || { echo "FAIL: the hunt at the newest snapshot reported:"; jq -c '.failures' "$work/newest/hunt.json"; exit 1; }
+echo "newest 6ed5780c4f: exit $rc, $(jq -r '.hunt.units' "$work/newest/hunt.json") units"
+[ "$rc" -eq 0 ] || { echo "FAIL: the hunt at the newest snapshot reported:"; jq -c '.hunt.failures' "$work/newest/hunt.json"; exit 1; }
 echo "hunt_seed004: ok"
