@@ -392,7 +392,7 @@ std::once_flag g_signals_once;
 
 extern "C" void kvsim_flush_on_signal(int sig, siginfo_t* info, void* context) {
   for (auto& slot : g_signal_recorders) {
-    if (CallRecorder* r = slot.load()) r->signal_flush();
+    if (CallRecorder* r = slot.load()) r->signal_flush(sig);
   }
   // Then what would have happened without kvsim: the previous handler, or the default action.
   const struct sigaction& prev = sig == SIGTERM ? g_previous_term : g_previous_abrt;

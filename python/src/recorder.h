@@ -19,8 +19,12 @@
 // They are written synchronously when a call fails a core assertion, when the recording closes
 // (tree destroyed, close_recording(), interpreter exit) and from kvsim.flush_recordings().
 // On SIGTERM / SIGABRT, signal_flush() writes every complete call recorded so far with pwrite()
-// only (async-signal-safe; it changes no recorder state, so it may run more than once): the
-// file then ends without a footer and `kvsim replay` checks every recorded outcome.
+// only (async-signal-safe; it changes no recorder state, so it may run more than once), then a
+// footer {"end":{"calls":C,"event_hash":H,"cut_by_signal":N}} (the tree's sizes cannot be read
+// in a handler): the file is a whole recording, honest about how it ended, and `kvsim replay`
+// checks every recorded outcome and the event hash. A file without a footer is refused. If the
+// process lives on (a handler of its own), later writes overwrite that footer and flush()
+// truncates the file to what it wrote.
 // Bound: after `max_calls` calls the recording ends with a footer marked "truncated" (it keeps
 // the first calls). Window (docs/sglang.md "Recording"): next_segment() ends the file with its
 // footer and continues in a new one that starts with a snapshot of the tree (written by
@@ -113,7 +117,7 @@ class CallRecorder {
                     int64_t protected_size) {
     if (!active()) return false;
     append_footer(nodes, evictable, protected_size, std::nullopt, false);
-    commit();
+    commit(/*footer=*/true);
     flush();
     int lines_fd = -1;
     int blob_fd = -1;
@@ -425,7 +429,7 @@ class CallRecorder {
               bool truncated = false) {
     if (!active()) return;
     append_footer(nodes, evictable, protected_size, std::move(violation), truncated);
-    commit();
+    commit(/*footer=*/true);
     ended_ = true;
     flush();
   }
@@ -439,6 +443,10 @@ class CallRecorder {
     wcv_.wait(g, [&] { return !writing_.load(); });
     write_region(blob_fd_, blob_);
     write_region(lines_fd_, lines_);
+    // A signal footer written past this end (the process survived the signal) goes.
+    if (::ftruncate(lines_fd_, static_cast<off_t>(lines_.file_off + lines_.len)) != 0) {
+      // the recording stops growing here, as on a full disk (pwrite_all)
+    }
     blob_.restart();
     lines_.restart();
   }
@@ -446,7 +454,7 @@ class CallRecorder {
   // Async-signal-safe: writes the complete calls recorded so far (pwrite only, no allocation,
   // no lock, no change to the recorder). The writer thread may be writing the handed-off
   // buffers at the same time: writing them again at the same offsets is harmless.
-  void signal_flush() const {
+  void signal_flush(int sig) const {
     if (lines_fd_ < 0 || rotating_.load()) return;
     if (writing_.load()) {
       write_region(blob_fd_, pblob_);
@@ -458,6 +466,11 @@ class CallRecorder {
       pwrite_all(blob_fd_, blob_.data, blob_end - blob_.file_off, blob_.file_off);
     if (lines_end > lines_.file_off)
       pwrite_all(lines_fd_, lines_.data, lines_end - lines_.file_off, lines_.file_off);
+    if (commit_footer_.load(std::memory_order_acquire)) return;  // it ends with its footer
+    char footer[128];
+    const size_t n = signal_footer(footer, commit_calls_.load(std::memory_order_acquire),
+                                   commit_hash_.load(std::memory_order_acquire), sig);
+    pwrite_all(lines_fd_, footer, n, lines_end);
   }
 
  private:
@@ -589,8 +602,39 @@ class CallRecorder {
     if (r.len != 0) pwrite_all(fd, r.data, r.len, r.file_off);
   }
 
-  // The end of the last complete call, as file offsets (read by signal_flush()).
-  void commit() {
+  // {"end":{"calls":C,"event_hash":"H","cut_by_signal":N}}\n into `out` (128 bytes), with no
+  // allocation (async-signal-safe); returns its length.
+  static size_t signal_footer(char* out, uint64_t calls, uint64_t hash, int sig) {
+    size_t n = 0;
+    auto text = [&](const char* s) {
+      while (*s != '\0') out[n++] = *s++;
+    };
+    auto number = [&](uint64_t v) {
+      char digits[20];
+      size_t k = 0;
+      do {
+        digits[k++] = static_cast<char>('0' + v % 10);
+        v /= 10;
+      } while (v != 0);
+      while (k > 0) out[n++] = digits[--k];
+    };
+    text("{\"end\":{\"calls\":");
+    number(calls);
+    text(",\"event_hash\":\"");
+    sim::hex64(hash, out + n);
+    n += 16;
+    text("\",\"cut_by_signal\":");
+    number(static_cast<uint64_t>(sig));
+    text("}}\n");
+    return n;
+  }
+
+  // The end of the last complete call, as file offsets (read by signal_flush()), with the calls
+  // and event hash a signal footer states; `footer`: what is committed ends with a footer.
+  void commit(bool footer = false) {
+    commit_calls_.store(segment_calls(), std::memory_order_relaxed);
+    commit_hash_.store(hash_, std::memory_order_relaxed);
+    commit_footer_.store(footer, std::memory_order_relaxed);
     // Release: a signal_flush() that acquires an offset sees the bytes before it (a plain
     // seq_cst store is an xchg, paid at every call).
     commit_blob_.store(blob_.file_off + blob_.len, std::memory_order_release);
@@ -755,6 +799,9 @@ class CallRecorder {
   Region plines_, pblob_;  // handed to the writer thread (while writing_)
   std::atomic<uint64_t> commit_lines_{0};
   std::atomic<uint64_t> commit_blob_{0};
+  std::atomic<uint64_t> commit_calls_{0};
+  std::atomic<uint64_t> commit_hash_{0};
+  std::atomic<bool> commit_footer_{false};
   std::atomic<bool> writing_{false};
   std::atomic<bool> rotating_{false};
   std::vector<int64_t> runs_;

@@ -208,9 +208,11 @@ else:
 @pytest.mark.parametrize("how", ["term", "abort"])
 def test_recording_survives_sigterm_and_abort(tmp_path, page_size, how):
     """A process killed by SIGTERM or abort() mid-session: the signal handler writes every
-    complete call (no footer: the process never closed the recording) and `kvsim replay` replays
-    them, checking each recorded outcome. With the handler off (KVSIM_RECORD_SIGNALS=0) the same
-    run leaves the calls in the buffer, unwritten."""
+    complete call and a footer saying which signal cut the recording (the process never closed
+    it, so no tree sizes), and `kvsim replay` replays them, checking each recorded outcome and
+    the event hash, and says the recording was cut. The same file without that footer (what
+    SIGKILL leaves) is refused, exit 2. With the handler off (KVSIM_RECORD_SIGNALS=0) the same
+    run leaves the calls in the buffer, unwritten: a header alone, also refused."""
     path = str(tmp_path / "sig.jsonl")
     sig = -15 if how == "term" else -6
     done = subprocess.run([sys.executable, "-c", SIGNAL_CHILD, str(page_size), path, how],
@@ -219,12 +221,23 @@ def test_recording_survives_sigterm_and_abort(tmp_path, page_size, how):
     calls = int(done.stdout.split()[0])
     with open(path) as f:
         lines = f.read().splitlines()
-    assert "end" not in json.loads(lines[-1])
-    assert len(lines) - 1 == calls  # header + every call, none torn
+    end = json.loads(lines[-1])["end"]
+    assert end["cut_by_signal"] == -sig and end["calls"] == calls
+    assert sorted(end) == ["calls", "cut_by_signal", "event_hash"]
+    assert len(lines) - 2 == calls  # header + every call, none torn + the footer
     out = cli("replay", path, "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     j = json.loads(out.stdout)
     assert j["matches_recording"] and j["applied"] == calls and "divergence" not in j
+    assert j["cut_by_signal"] == -sig and j["recorded_event_hash"] == end["event_hash"]
+    out = cli("replay", path)
+    assert f"the recording was cut by signal {-sig} after {calls} calls" in out.stdout
+
+    cut = str(tmp_path / "cut.jsonl")  # what SIGKILL would have left: no footer
+    with open(cut, "w") as f:
+        f.write("\n".join(lines[:-1]) + "\n")
+    out = cli("replay", cut)
+    assert out.returncode == 2 and "incomplete recording: no footer" in out.stderr, out.stderr
 
     env = dict(os.environ, KVSIM_RECORD_SIGNALS="0")
     off = str(tmp_path / "off.jsonl")
@@ -233,6 +246,8 @@ def test_recording_survives_sigterm_and_abort(tmp_path, page_size, how):
     assert done.returncode == sig
     with open(off) as f:
         assert len(f.read().splitlines()) == 1  # the header only
+    out = cli("replay", off)
+    assert out.returncode == 2 and "incomplete recording: no footer after line 1" in out.stderr
 
 
 @needs_cli

@@ -230,15 +230,16 @@ os.kill(os.getpid(), signal.SIGTERM)
 
 @needs_cli
 def test_a_window_survives_sigterm(tmp_path):
-    """SIGTERM mid-segment: the handler writes the current segment's complete calls (no footer);
-    it replays from its snapshot, checking every recorded outcome."""
+    """SIGTERM mid-segment: the handler writes the current segment's complete calls and a footer
+    naming the signal; it replays from its snapshot, checking every recorded outcome."""
     done = subprocess.run([sys.executable, "-c", SIGNAL_CHILD, str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == -signal.SIGTERM, done.stderr
     last = done.stdout.split()[0]
     assert len([f for f in os.listdir(tmp_path) if f.endswith(".jsonl")]) == 2
     lines = lines_of(last)
-    assert "snapshot" in lines[1] and "end" not in lines[-1]
+    assert "snapshot" in lines[1] and lines[-1]["end"]["cut_by_signal"] == signal.SIGTERM
     out, j = replay_json(last)
     assert out.returncode == 0, out.stdout + out.stderr
     calls = sum(1 for c in lines if "op" in c)
     assert j["matches_recording"] and j["applied"] == calls > 0 and "divergence" not in j
+    assert j["cut_by_signal"] == signal.SIGTERM

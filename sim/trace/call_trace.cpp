@@ -168,6 +168,12 @@ nlohmann::json call_to_json(const Call& call, const CallOutcome* out) {
 }
 
 nlohmann::json call_trace_footer(const CallTraceEnd& end) {
+  if (end.cut_by_signal != 0) {
+    return {{"end",
+             {{"calls", end.calls},
+              {"event_hash", hex64(end.event_hash)},
+              {"cut_by_signal", end.cut_by_signal}}}};
+  }
   nlohmann::json e{{"calls", end.calls},
                    {"event_hash", hex64(end.event_hash)},
                    {"nodes", end.nodes},

@@ -10,6 +10,10 @@
 //     {"op":"evict","n":T,"out":{"freed":F,"slots":"<hash>"}}
 //   footer {"end":{"calls":C,"event_hash":"..","nodes":..,"evictable":..,"protected":..,
 //           "violation":{"call":I,"detail":"file:line: expr: message"}?, "truncated":true?}}
+//   or, written by the recording process's SIGTERM / SIGABRT handler (it cannot read the tree):
+//   footer {"end":{"calls":C,"event_hash":"..","cut_by_signal":N}}
+// Every recording ends with a footer: a file without one (the process was killed by a signal
+// no handler sees, SIGKILL, or the file was cut) is not a whole recording and is refused.
 //
 // A segment of a windowed recording (the last N calls) starts, right after the header, with a
 // snapshot of the tree at its first call (sim/trace/call_trace_snapshot.h): a line
@@ -104,6 +108,7 @@ struct CallTraceEnd {
   int64_t protected_size = 0;
   std::optional<std::pair<size_t, std::string>> violation;  // (call index, detail)
   bool truncated = false;
+  int cut_by_signal = 0;  // the recording process's signal handler wrote this footer: no sizes
 };
 nlohmann::json call_trace_footer(const CallTraceEnd& end);
 

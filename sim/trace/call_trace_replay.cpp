@@ -182,10 +182,13 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
       CallTraceEnd end;
       end.calls = static_cast<size_t>(e.required_integer("calls", 0, INT64_MAX));
       end.event_hash = parse_hex(e, "event_hash");
-      end.nodes = static_cast<size_t>(e.required_integer("nodes", 0, INT64_MAX));
-      end.evictable = e.required_integer("evictable", 0, INT64_MAX);
-      end.protected_size = e.required_integer("protected", 0, INT64_MAX);
-      end.truncated = e.boolean("truncated", false);
+      end.cut_by_signal = static_cast<int>(e.integer("cut_by_signal", 0, 1, 64));
+      if (end.cut_by_signal == 0) {  // a signal handler cannot read the tree's sizes
+        end.nodes = static_cast<size_t>(e.required_integer("nodes", 0, INT64_MAX));
+        end.evictable = e.required_integer("evictable", 0, INT64_MAX);
+        end.protected_size = e.required_integer("protected", 0, INT64_MAX);
+        end.truncated = e.boolean("truncated", false);
+      }
       if (e.has("violation")) {
         JsonReader v = e.object("violation");
         end.violation =
@@ -205,6 +208,15 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
     t.recorded.push_back(has_out ? std::optional<CallOutcome>(out) : std::nullopt);
   }
   if (!header) throw InputError(source + ": empty call trace (no header line)");
+  // A recording ends with its footer, even one cut by SIGTERM or abort() (the handler writes
+  // one): without it the file may have lost any number of calls at its end, and must never
+  // replay as "matches the recording".
+  if (!t.end) {
+    throw InputError(source + ": incomplete recording: no footer after line " +
+                     std::to_string(lineno) + " (" + std::to_string(t.calls.size()) +
+                     " calls): the recording process was killed before writing one, or the "
+                     "file was cut; only a whole recording replays");
+  }
   // The footer counts the calls its recording wrote: a line lost or added between them is a
   // recording this file does not hold whole, never one that replays as "matches".
   if (t.end && t.end->calls != t.calls.size()) {
@@ -361,11 +373,12 @@ CallReplay replay_calls(const CallTrace& trace, const std::vector<bool>* keep) {
 
 bool call_replay_matches(const CallTrace& t, const CallReplay& r) {
   if (r.first_divergence) return false;
-  if (!t.end) return !r.violation;  // cut short: every recorded outcome agreed
+  if (!t.end) return false;  // not a whole recording (read_call_trace refuses one)
   const bool same_violation =
       t.end->violation.has_value() == r.violation.has_value() &&
       (!r.violation || (r.violation->first == t.end->violation->first &&
                         failure_key(r.violation->second) == failure_key(t.end->violation->second)));
+  if (t.end->cut_by_signal != 0) return same_violation && t.end->event_hash == r.event_hash;
   return same_violation && t.end->event_hash == r.event_hash && t.end->nodes == r.nodes &&
          t.end->evictable == r.evictable && t.end->protected_size == r.protected_size;
 }
@@ -497,6 +510,7 @@ nlohmann::json call_replay_json(const CallTrace& t, const CallReplay& r) {
                    {"protected", r.protected_size},
                    {"matches_recording", call_replay_matches(t, r)}};
   if (t.end) j["recorded_event_hash"] = hex64(t.end->event_hash);
+  if (t.end && t.end->cut_by_signal != 0) j["cut_by_signal"] = t.end->cut_by_signal;
   if (t.snapshot) {
     j["snapshot"] = {{"nodes", t.snapshot->tree.nodes.size()},
                      {"locks", t.snapshot->locks.size()},
@@ -535,6 +549,10 @@ std::string call_replay_text(const std::string& path, const CallTrace& t, const 
     s << "  sanity: " << v << "\n";
   if (r.first_divergence) s << "  first divergence: " << r.divergence << "\n";
   if (t.end && t.end->truncated) s << "  the recording was truncated at its bound\n";
+  if (t.end && t.end->cut_by_signal != 0) {
+    s << "  the recording was cut by signal " << t.end->cut_by_signal << " after "
+      << t.end->calls << " calls (its footer has no tree sizes to compare)\n";
+  }
   s << "  replay " << (call_replay_matches(t, r) ? "matches" : "DIFFERS FROM")
     << " the recording\n";
   return s.str();

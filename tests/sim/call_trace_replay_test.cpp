@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -52,13 +53,16 @@ namespace {
 
 // "val_from": a recording keeps an insert's slots from the first one the tree read. A replay
 // in step with it reads only those; one that reads an earlier slot has diverged and says so.
+// A recording ends with a footer: these end as one cut by SIGTERM (calls and hash only).
 CallTrace trace_of(const std::string& dir, const std::string& lines) {
   const std::string path = dir + "/val_from.calls.jsonl";
   {
     std::ofstream out(path);
+    const auto calls = std::count(lines.begin(), lines.end(), '\n');
     out << R"({"eviction_policy":"lru","kind":"calls","kvsim_trace":1,"page_size":2,"source":"test"})"
         << "\n"
-        << lines;
+        << lines << R"({"end":{"calls":)" << calls
+        << R"(,"event_hash":"0000000000000000","cut_by_signal":15}})" << "\n";
   }
   return read_call_trace(path);
 }

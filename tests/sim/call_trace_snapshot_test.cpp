@@ -16,8 +16,9 @@ namespace {
 
 // Lines 1-5: header, snapshot (3 nodes, a lock held by call 7 on node 2), nodes 1, 2, 4.
 // Calls (lines 6-): match, lock a snapshot node, unlock the earlier lock, evict, insert, unlock.
-std::string segment(const std::string& snapshot_extra = "", const std::string& node2_parent = "1",
-                    const std::string& locks = R"([{"call":7,"anchor":2,"start":2}])") {
+std::string segment_body(const std::string& snapshot_extra = "",
+                         const std::string& node2_parent = "1",
+                         const std::string& locks = R"([{"call":7,"anchor":2,"start":2}])") {
   return R"({"kvsim_trace":1,"kind":"calls","page_size":2,"eviction_policy":"lru","source":"test"}
 {"snapshot":{"nodes":3,"next_id":5,"clock":9,"first_call":10,"segment":1,"locks":)" +
          locks + snapshot_extra + R"(}}
@@ -33,6 +34,17 @@ std::string segment(const std::string& snapshot_extra = "", const std::string& n
 {"op":"insert","ns":0,"tokens":[3,3,3,3,7,7],"value":[20,21,22,23,30,31]}
 {"op":"unlock","of":1}
 )";
+}
+
+// A recording ends with a footer: these end as one cut by SIGTERM (calls and hash, no sizes).
+std::string signal_footer(int calls) {
+  return R"({"end":{"calls":)" + std::to_string(calls) +
+         R"(,"event_hash":"0000000000000000","cut_by_signal":15}})" + "\n";
+}
+
+std::string segment(const std::string& snapshot_extra = "", const std::string& node2_parent = "1",
+                    const std::string& locks = R"([{"call":7,"anchor":2,"start":2}])") {
+  return segment_body(snapshot_extra, node2_parent, locks) + signal_footer(6);
 }
 
 void expect_input_error(const std::string& text, const std::string& want) {
@@ -86,9 +98,9 @@ TEST(CallTraceSnapshot, WrittenAndReadBackReplaysTheSame) {
 
 TEST(CallTraceSnapshot, ShrinkKeepsTheSnapshotWhole) {
   // A second release of the earlier lock, after its node was evicted: "locked node 2 vanished".
-  const std::string text = segment() + R"({"op":"match","ns":0,"tokens":[3,3]}
+  const std::string text = segment_body() + R"({"op":"match","ns":0,"tokens":[3,3]}
 {"op":"unlock","lock":{"call":7,"anchor":2,"start":2}}
-)";
+)" + signal_footer(8);
   const CallTrace t = read_call_trace_text(text, "t.jsonl");
   const CallReplay r = replay_calls(t);
   ASSERT_TRUE(r.violation);
@@ -121,6 +133,7 @@ TEST(CallTraceSnapshot, PageGranularValuesAreRunsOfPages) {
 {"node":1,"parent":0,"tokens":[1,1,2,2],"val_runs":[0,1],"stride":2,"last_access":1,"creation":1,"hit_count":1}
 {"op":"match","ns":0,"tokens":[1,1,2,2]}
 {"op":"evict","n":4}
+{"end":{"calls":2,"event_hash":"0000000000000000","cut_by_signal":15}}
 )",
         f);
     std::fclose(f);
@@ -201,10 +214,10 @@ TEST(CallTraceSnapshot, BadEarlierReferencesAreNamed) {
 )",
                      "t.jsonl:2: field node: names what precedes the trace, which needs a "
                      "snapshot record");
-  t = segment() + R"({"node":9,"parent":0,"tokens":[9,9],"last_access":1,"creation":1,"hit_count":0}
+  t = segment_body() + R"({"node":9,"parent":0,"tokens":[9,9],"last_access":1,"creation":1,"hit_count":0}
 )";
   expect_input_error(t, "t.jsonl:12: a node line outside a snapshot");
-  t = segment() + R"({"snapshot":{"nodes":0,"next_id":1,"clock":0}}
+  t = segment_body() + R"({"snapshot":{"nodes":0,"next_id":1,"clock":0}}
 )";
   expect_input_error(t, "t.jsonl:12: a snapshot record comes right after the header, once");
 }
