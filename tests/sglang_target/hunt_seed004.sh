@@ -3,7 +3,7 @@
 #  1. seed 004's buggy commit (sglang-27659ea8c8): the hunt, told nothing of the bug, finds a
 #     prefetch.abandoned_with_free_memory violation within the budget, and its trace replays;
 #  2. its fix (sglang-4a04a9818e): the same hunt (same seeds) finds no failure of that kind;
-#  3. the newest snapshot (sglang-6ed5780c4f): a short hunt finds nothing.
+#  3. the newest snapshot (sglang-6ed5780c4f): one whole hunt unit runs clean.
 # Skips (exit 77) without torch or the bundle.
 # Usage: hunt_seed004.sh KVSIM SOURCE_DIR WORK_DIR [BUDGET_S]
 set -uo pipefail
@@ -44,7 +44,13 @@ if grep -q "prefetch.abandoned_with_free_memory" "$work/fix/hunt.json"; then
 fi
 echo "fix 4a04a9818e: exit $rc, $(jq -r '.hunt.units' "$work/fix/hunt.json") units, no failure of seed 004's kind"
 
-hunt sglang-6ed5780c4f "$work/newest" 30; rc=$?
-echo "newest 6ed5780c4f: exit $rc, $(jq -r '.hunt.units' "$work/newest/hunt.json") units"
+# One whole unit (swarm seed 1; ~95 s on a loaded 2-core box): a budget would end before it.
+mkdir -p "$work/newest"
+(cd "$work/newest" && "$kvsim" hunt --target sglang --sglang-src bundle:sglang-6ed5780c4f --units 1 \
+   --time-budget 0 -j 1 --no-shrink --json --trace-dir "$work/newest" \
+   >"$work/newest/hunt.json" 2>"$work/newest/hunt.err"); rc=$?
+units=$(jq -r '.hunt.units' "$work/newest/hunt.json")
+echo "newest 6ed5780c4f: exit $rc, $units unit(s)"
+[ "$units" = "1" ] || { echo "FAIL: the unit at the newest snapshot did not finish"; tail -5 "$work/newest/hunt.err"; exit 1; }
 [ "$rc" -eq 0 ] || { echo "FAIL: the hunt at the newest snapshot reported:"; jq -c '.hunt.failures' "$work/newest/hunt.json"; exit 1; }
 echo "hunt_seed004: ok"
