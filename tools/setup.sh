@@ -15,6 +15,9 @@ packages=(
   # the fake device (docs/sglang-hunt.md) and the binding's torch paths; tests that need it skip
   # cleanly only on a machine without it.
   pybind11-dev python3-dev python3-numpy python3-hypothesis python3-torch
+  # SGLang's newest snapshot builds a small C++ page-hash extension (-lcrypto) the first time
+  # the SGLang target loads it (docs/sglang-hunt.md).
+  libssl-dev
   pkg-config graphviz chromium
   python3-jsonschema  # validates the scenarios against `kvsim schema` (tests/cli/scenario_reference.py)
   ccache  # CI's builds (tools/test.sh, fuzz smoke, mutation runner) reuse unchanged objects

@@ -20,7 +20,7 @@ hunt() {  # hunt TAG DIR BUDGET -> exit code; JSON summary in DIR/hunt.json
      --no-shrink --json --trace-dir "$2" >"$2/hunt.json" 2>"$2/hunt.err")
 }
 
-hunt sglang-27659ea8c8 "$work/parent" "$budget"; rc=$?
+hunt sglang-27659ea8c8 "$work/parent" 120; rc=$?  # stops at the first failure
 first=$(jq -r '.hunt.failures[0].invariant // empty' "$work/parent/hunt.json" 2>/dev/null)
 units=$(jq -r '.hunt.units // empty' "$work/parent/hunt.json" 2>/dev/null)
 echo "parent 27659ea8c8: exit $rc, first failure: ${first:-none} after ${units:-?} units"
