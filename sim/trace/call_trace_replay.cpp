@@ -1,3 +1,5 @@
+// Long file: one replay of a call trace from its header to its footer verdict (609 lines); the
+// footer's verdicts (complete, cut by a signal, missing) are the next piece to move out.
 #include "sim/trace/call_trace_replay.h"
 
 #include <algorithm>
