@@ -18,8 +18,14 @@ _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def import_sglang_target():
-    """kvsim.sglang_target, without needing kvsim/__init__'s C++ extension: when `import kvsim`
-    fails for want of kvsim._core, kvsim is registered as a bare package over python/kvsim."""
+    """kvsim.sglang_target, without needing kvsim/__init__'s C++ extension."""
+    return import_pure_subpackage("kvsim.sglang_target")
+
+
+def import_pure_subpackage(name):
+    """A pure-Python subpackage of kvsim (kvsim.sglang_target, kvsim.fakecuda): when `import
+    kvsim` fails for want of kvsim._core, kvsim is registered as a bare package over python/kvsim
+    so that the subpackage imports without kvsim/__init__.py."""
     try:
         import kvsim  # noqa: F401
     except ImportError as exc:
@@ -30,7 +36,7 @@ def import_sglang_target():
         pkg = types.ModuleType("kvsim")
         pkg.__path__ = [os.path.join(_PYTHON_DIR, "kvsim")]
         sys.modules["kvsim"] = pkg
-    return importlib.import_module("kvsim.sglang_target")
+    return importlib.import_module(name)
 
 
 target = import_sglang_target()

@@ -2,28 +2,12 @@
 
 Also the helper the other test_fakecuda_* files use: `load_fakecuda()`."""
 
-import importlib
-import os
-import sys
-import types
-
-_PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from sglang_src import import_pure_subpackage
 
 
 def load_fakecuda():
-    """kvsim.fakecuda; where kvsim's C++ module is not built, kvsim is registered as a bare package
-    over python/kvsim so that the pure-Python subpackage imports without kvsim/__init__.py."""
-    try:
-        import kvsim  # noqa: F401
-    except ImportError as exc:
-        if "_core" not in str(exc):
-            raise
-        for name in [n for n in sys.modules if n == "kvsim" or n.startswith("kvsim.")]:
-            del sys.modules[name]
-        pkg = types.ModuleType("kvsim")
-        pkg.__path__ = [os.path.join(_PYTHON_DIR, "kvsim")]
-        sys.modules["kvsim"] = pkg
-    return importlib.import_module("kvsim.fakecuda")
+    """kvsim.fakecuda, with torch alone (sglang_src.import_pure_subpackage)."""
+    return import_pure_subpackage("kvsim.fakecuda")
 
 
 def test_api_names():
