@@ -8,6 +8,7 @@ own cache on kvsim's fake device, checks SGLang's state after each, and answers.
 the `storage` call: storage_steps.py), no randomness."""
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from kvsim.sglang_target.storage_calls import StorageCalls
 
 PROTOCOL = 1
 CONTENT_EVERY = 1  # full content walk every N calls (and at quiescence)
+GC_EVERY = 64  # a full garbage collection every N calls (see Driver.handle)
 
 
 class DriverError(Exception):
@@ -69,6 +71,16 @@ class Driver(StorageCalls):
         if handler is None:
             return self._refuse(f"unknown call {call!r}")
         self.calls += 1
+        # Python's cyclic garbage collector runs when allocation counters say so, and those
+        # counters carry the history of the process (a fork server's child inherits its
+        # server's). A collection frees device tensors held in cycles, which the fake device's
+        # lifetime model sees. So collection is explicit: off from hello on, a full collection
+        # at hello and every GC_EVERY calls — the same points in a fresh or a forked driver.
+        if call == "hello":
+            gc.collect()
+            gc.disable()
+        elif self.calls % GC_EVERY == 0:
+            gc.collect()
         self._decisions = {}
         if self.host_allocs is not None:
             self.host_allocs.take()
@@ -599,6 +611,7 @@ class Driver(StorageCalls):
         return {}
 
     def close(self):
+        gc.enable()
         if self.target is not None:
             self.target.close()
         if self.mods is not None:
