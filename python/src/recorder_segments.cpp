@@ -1,14 +1,65 @@
-// CallRecorder::write_snapshot: the snapshot record that starts a segment of a windowed
-// recording (format: sim/trace/call_trace_snapshot.h), formatted by hand into the recorder's buffers
-// like the calls are: keys as tokens or page hashes and slots as runs in the sidecar, named by
+// CallRecorder's windowed recording (recorder.h, "Window"): next_segment() ends a file with its
+// footer and opens the next, which starts with the snapshot record (format:
+// sim/trace/call_trace_snapshot.h), formatted by hand into the recorder's buffers like the
+// calls are: keys as tokens or page hashes and slots as runs in the sidecar, named by
 // [byte offset, count]. O(tree) once per segment, on the calling thread; the writer thread
-// writes the buffers as they fill.
+// writes the buffers as they fill. The locks held across segments are kept for the snapshots.
+#include <unistd.h>
+
+#include <atomic>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "python/src/recorder.h"
+#include "python/src/recorder_lines.h"
 
 namespace kvsim::python {
+
+bool CallRecorder::next_segment(const std::string& path, TreeSnapshot snapshot, size_t nodes,
+                                int64_t evictable, int64_t protected_size) {
+  if (!active()) return false;
+  append_footer(nodes, evictable, protected_size, std::nullopt, false);
+  commit(/*footer=*/true);
+  flush();
+  int lines_fd = -1;
+  int blob_fd = -1;
+  if (!open_files(path, &lines_fd, &blob_fd).empty()) {
+    ended_ = true;
+    return false;
+  }
+  rotating_.store(true);  // signal_flush() stays off the files while they change
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  ::close(lines_fd_);
+  ::close(blob_fd_);
+  lines_fd_ = lines_fd;
+  blob_fd_ = blob_fd;
+  set_path(path);
+  for (FileRegion* r : {&lines_, &blob_}) {
+    r->file_off = 0;
+    r->len = 0;
+  }
+  base_ = calls_;
+  ++segment_;
+  hash_ = sim::kCallHashSeed;
+  producer_.clear();  // a segment's calls name only its own calls
+  last_match_ = -1;
+  write_header();
+  write_snapshot(std::move(snapshot));
+  commit();
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  rotating_.store(false);
+  return true;
+}
+
+void CallRecorder::held(int64_t call, const LockRecord& record) {
+  if (windowed_)
+    held_[call] = HeldLock{record.anchor, record.start[index_of(ComponentType::kFull)]};
+}
+
+void CallRecorder::released(int64_t call) {
+  if (windowed_) held_.erase(call);
+}
 
 void CallRecorder::write_snapshot(TreeSnapshot snapshot) {
   std::vector<HeldLock> held;
