@@ -55,7 +55,10 @@ namespace {
 // in step with it reads only those; one that reads an earlier slot has diverged and says so.
 // A recording ends with a footer: these end as one cut by SIGTERM (calls and hash only).
 CallTrace trace_of(const std::string& dir, const std::string& lines) {
-  const std::string path = dir + "/val_from.calls.jsonl";
+  // One file per test: ctest runs the tests of this binary as parallel processes.
+  const std::string path = dir + "/val_from." +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                           ".calls.jsonl";
   {
     std::ofstream out(path);
     const auto calls = std::count(lines.begin(), lines.end(), '\n');
