@@ -80,8 +80,9 @@ class MutateEngine(unittest.TestCase):
         self.assertEqual(len(set(mutate.pick(a, 10, 7))), 10)
 
     def test_no_mutant_of_the_core_changes_the_line_count(self):
-        files = sorted(os.path.join(d, f) for d in ("core/tree", "core/cache", "core/tiers")
-                       for f in os.listdir(d) if f.endswith(".cpp"))
+        # From the repository root, whatever the working folder (ctest runs in the build tree).
+        dirs = [os.path.join(ROOT, d) for d in ("core/tree", "core/cache", "core/tiers")]
+        files = sorted(os.path.join(d, f) for d in dirs for f in os.listdir(d) if f.endswith(".cpp"))
         sites = mutate.all_sites(files)
         self.assertGreater(len(sites), 500)
         counts = {}
