@@ -154,8 +154,8 @@ class KindOperators(unittest.TestCase):
         self.assertIn((17, "policy_swap", "min", "max"), got)
 
     def test_the_kinds_are_in_the_core_sample_space(self):
-        files = sorted(os.path.join(d, f) for d in ("core/tree", "core/cache", "core/tiers")
-                       for f in os.listdir(d) if f.endswith(".cpp"))
+        dirs = [os.path.join(ROOT, d) for d in ("core/tree", "core/cache", "core/tiers")]
+        files = sorted(os.path.join(d, f) for d in dirs for f in os.listdir(d) if f.endswith(".cpp"))
         ops = {s["op"] for s in mutate.all_sites(files)}
         for op in ("stale_cache", "skip_rollback", "policy_swap"):
             self.assertIn(op, ops)

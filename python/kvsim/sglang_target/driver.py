@@ -668,6 +668,27 @@ def serve(driver, inp, out):
     return 0
 
 
+def _lines_while_parent_lives():
+    """Standard input's lines, until it ends or the process that started this one is gone (a
+    server whose kvsim was killed must not linger: it checks once a second)."""
+    import select  # noqa: PLC0415
+    parent = os.getppid()
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], 1.0)
+        if not ready:
+            if os.getppid() != parent:
+                return
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("utf-8")
+
+
 def serve_forks(args, out):
     """A fork server: torch imported and SGLang loaded once (the 1-2 s a driver takes to start),
     then one forked driver per unit. Each child opens the two FIFOs it is given (input first,
@@ -689,7 +710,7 @@ def serve_forks(args, out):
         out.flush()
         return 2
     out.flush()
-    for line in sys.stdin:
+    for line in _lines_while_parent_lives():
         try:
             request = json.loads(line)
             paths = request["fork"]
