@@ -44,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -234,6 +235,13 @@ class HiCache {
 
   // Every invariant the core can see on its own.
   void sanity_check(SanityReport& report) const;
+  // sanity_check with the storage page-hash recomputation (invariant 9, SHA-256 over every
+  // backed-up token: most of a full check's cost) spread over kHashChainSlices calls: call
+  // `round` recomputes the chains of the nodes whose id ≡ round (mod kHashChainSlices), so every
+  // node is recomputed within that many calls. For a simulator's periodic check;
+  // sanity_check and check_quiescent recompute them all.
+  static constexpr uint64_t kHashChainSlices = 8;
+  void sanity_check_sliced(SanityReport& report, uint64_t round) const;
   // For a driver whose requests have all finished or aborted: sanity_check plus invariant 10
   // (a slot a request still holds then is a leak, e.g. on an abort or rollback path).
   void check_quiescent(SanityReport& report) const;
@@ -297,7 +305,11 @@ class HiCache {
   void write_host_page(const IndexVector& slots, size_t first, std::span<const std::byte> page);
   void check_slot_ownership(SanityReport& report) const;
   void check_inflight(SanityReport& report) const;
-  void check_hash_chains(SanityReport& report) const;
+  // Every node's chain, or (slice) those whose id ≡ slice->first (mod slice->second).
+  void check_hash_chains(SanityReport& report,
+                         std::optional<std::pair<uint64_t, uint64_t>> slice = std::nullopt) const;
+  void sanity_check_parts(SanityReport& report,
+                          std::optional<std::pair<uint64_t, uint64_t>> hash_slice) const;
 
   Backend& backend_;
   HiCacheOptions options_;

@@ -75,6 +75,16 @@ class OwnershipMap {
 }  // namespace
 
 void HiCache::sanity_check(SanityReport& report) const {
+  sanity_check_parts(report, std::nullopt);
+}
+
+void HiCache::sanity_check_sliced(SanityReport& report, uint64_t round) const {
+  sanity_check_parts(report, std::pair<uint64_t, uint64_t>{round % kHashChainSlices,
+                                                           kHashChainSlices});
+}
+
+void HiCache::sanity_check_parts(SanityReport& report,
+                                 std::optional<std::pair<uint64_t, uint64_t>> hash_slice) const {
   tree_->sanity_check(report);
   const std::string device_problem = device_slots_->check();
   if (!device_problem.empty()) report.add("slots.device_allocator", device_problem);
@@ -83,7 +93,7 @@ void HiCache::sanity_check(SanityReport& report) const {
   check_slot_ownership(report);
   check_side_pools(report);
   check_inflight(report);
-  check_hash_chains(report);
+  check_hash_chains(report, hash_slice);
   if (stats_.prefetch_abandoned_with_free_memory > 0) {
     report.add("prefetch.abandoned_with_free_memory",
                std::to_string(stats_.prefetch_abandoned_with_free_memory) +
@@ -242,12 +252,18 @@ void HiCache::check_inflight(SanityReport& report) const {
 // [storage.hash_chain] A node's page hashes name its pages in storage: a stale or wrong chain
 // backs pages up under another prefix's key (or loads another prefix's KV). Recomputed from the
 // namespace seed and the node's tokens, chained from the parent's recomputed last digest.
-void HiCache::check_hash_chains(SanityReport& report) const {
+void HiCache::check_hash_chains(SanityReport& report,
+                                std::optional<std::pair<uint64_t, uint64_t>> slice) const {
   std::map<NodeId, PageDigest> last;  // recomputed last digest per node, parents first
   auto chain_end = [&](const TreeNode& n, auto& self) -> PageDigest {
     if (n.is_root()) return namespace_seed(n.ns);
     if (const auto it = last.find(n.id); it != last.end()) return it->second;
-    const PageDigest prev = n.parent->is_root() ? namespace_seed(n.ns) : self(*n.parent, self);
+    // A sliced check starts from the parent's cached last digest (the parent's own chain is
+    // recomputed in its slice); a parent without cached hashes is recomputed.
+    const bool parent_cached = slice && !n.parent->is_root() && !n.parent->hash_value.empty();
+    const PageDigest prev = n.parent->is_root() ? namespace_seed(n.ns)
+                            : parent_cached     ? n.parent->hash_value.back()
+                                                : self(*n.parent, self);
     const std::vector<PageDigest> pages = hash_pages(prev, n.key.span(), options_.page_size);
     last[n.id] = pages.back();
     if (!n.hash_value.empty() && n.hash_value != pages) {
@@ -256,7 +272,9 @@ void HiCache::check_hash_chains(SanityReport& report) const {
     return pages.back();
   };
   tree_->for_each_node([&](const TreeNode& n) {
-    if (!n.is_root() && !n.hash_value.empty()) chain_end(n, chain_end);
+    if (n.is_root() || n.hash_value.empty()) return;
+    if (slice && static_cast<uint64_t>(n.id) % slice->second != slice->first) return;
+    chain_end(n, chain_end);
   });
 }
 
