@@ -154,12 +154,9 @@ class SglangCache final : public CacheUnderTest {
     ++ctx_.stats.content_checks;
     return !reply.contains("violation");
   }
-  void check_after_op(bool /*may_change_cache*/) override {
-    // The driver checks SGLang's state after every call it answers; its findings arrive with
-    // the reply (call() reports them). Counted here as the core's after-op checks are.
-    if (checked_calls_ > 0) ++ctx_.stats.full_checks;
-    checked_calls_ = 0;
-  }
+  // The driver checks SGLang's state after every call it answers (its full walks at the
+  // scenario's spacing, counted in state.full_checks); its findings arrive with the reply.
+  void check_after_op(bool /*may_change_cache*/) override {}
   void check_quiescent() override { call({{"call", "quiescent"}}); }
   StorageRunStats storage_stats() const override { return {}; }
 
@@ -258,8 +255,8 @@ class SglangCache final : public CacheUnderTest {
       throw DriverError("the SGLang driver refused \"" + request.value("call", std::string()) +
                         "\": " + error);
     }
-    ++checked_calls_;
     if (const auto it = reply.find("state"); it != reply.end()) {
+      ctx_.stats.full_checks = it->value("full_checks", ctx_.stats.full_checks);
       budget_ = it->value("budget", budget_);
       storage_reads_ = it->value("storage_reads", false);
       loads_queued_ = it->value("loads_queued", false);
@@ -279,7 +276,6 @@ class SglangCache final : public CacheUnderTest {
   bool storage_reads_ = false;
   bool loads_queued_ = false;
   int64_t budget_ = 0;
-  int64_t checked_calls_ = 0;
 };
 
 }  // namespace

@@ -127,7 +127,7 @@ class Driver(StorageCalls):
         loads_queued = any(getattr(r, "load_pending", False) for r in self.reqs.values())
         reads, pending = self._storage_state()
         return {"budget": self.target.budget(), "storage_reads": reads, "loads_queued": loads_queued,
-                "storage_pending": pending}
+                "storage_pending": pending, "full_checks": self.full_checks}
 
     # ---- checks --------------------------------------------------------------------------------
     def _device_violation(self):
