@@ -901,8 +901,23 @@ def json_safe(v, depth=0, budget=None):
 # The command
 
 
+class _CliArgumentParser(argparse.ArgumentParser):
+    """argparse with kvsim's command-line exit codes (docs/cli.md): 109 for an unknown flag,
+    106 for a missing one, 105 for a bad flag value; 2 stays for bad input files."""
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments"):
+            code = 109
+        elif message.startswith("the following arguments are required"):
+            code = 106
+        else:
+            code = 105
+        self.print_usage(sys.stderr)
+        self.exit(code, f"{self.prog}: error: {message}\n")
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = _CliArgumentParser(
         prog="kvsim import-sglang",
         description="Convert SGLang crash dumps (--crash-dump-folder) and request dumps "
                     "(--dump-requests-folder) into a kvsim workload trace. A directory takes "

@@ -386,8 +386,19 @@ def test_unexpected_top_level_shapes(tmp_path, capsys, doc, message):
 def test_missing_file_and_bad_flags(tmp_path):
     rc, text = run_cli(str(tmp_path / "nope.pkl"))
     assert rc == 2 and "nope.pkl: cannot open file" in text
+    # A flag value out of range is the command line's 105 (docs/cli.md), as kvsim's own flags.
     rc, text = run_cli(str(tmp_path / "nope.pkl"), "--page-size", "0")
-    assert rc == 2 and "--page-size: must be at least 1" in text
+    assert rc == 105 and "--page-size: must be at least 1" in text
+
+
+def test_malformed_flags_exit_with_the_command_lines_codes(tmp_path):
+    """docs/cli.md: 109 an unknown flag, 106 a missing argument, 105 a bad flag value."""
+    rc, text = run_cli(str(tmp_path / "x.pkl"), "--no-such-flag")
+    assert rc == 109 and "unrecognized arguments: --no-such-flag" in text
+    rc, text = run_cli()
+    assert rc == 106 and "required" in text
+    rc, text = run_cli(str(tmp_path / "x.pkl"), "--page-size", "abc")
+    assert rc == 105 and "--page-size" in text
 
 
 # --- the int-batch compaction ahead of unpickling -----------------------------------------
