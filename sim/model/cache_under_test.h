@@ -49,7 +49,6 @@ struct AdmitDecision {
 class CacheUnderTest {
  public:
   virtual ~CacheUnderTest() = default;
-  virtual const char* target_name() const = 0;  // "kvsim" or "sglang"
 
   // --- What the scheduler model reads between ops.
   // The streams the scheduler advances every iteration, in order: compute, write, load.

@@ -39,7 +39,6 @@ class KvsimCoreCache final : public CacheUnderTest {
   explicit KvsimCoreCache(CacheContext ctx);
   ~KvsimCoreCache() override;
 
-  const char* target_name() const override { return "kvsim"; }
   std::vector<uint32_t> progress_streams() const override;
   size_t stream_count() const override { return backend_.stream_count(); }
   bool storage_enabled() const override { return cache_->storage_enabled(); }

@@ -63,7 +63,6 @@ class SglangCache final : public CacheUnderTest {
     }
   }
 
-  const char* target_name() const override { return "sglang"; }
   std::vector<uint32_t> progress_streams() const override { return streams_; }
   size_t stream_count() const override { return stream_count_; }
   bool storage_enabled() const override { return storage_; }
