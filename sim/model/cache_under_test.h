@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,10 @@ class CacheUnderTest {
   // At the end of a run, after the model found every request done.
   virtual void check_quiescent() = 0;
   virtual StorageRunStats storage_stats() const = 0;
+
+  // What the cache decided since the last take, by name (docs/sglang-hunt.md, "Differential"):
+  // what the differential compares against kvsim's core. Empty for a cache that reports none.
+  virtual std::map<std::string, int64_t> take_decisions() { return {}; }
 };
 
 }  // namespace kvsim::sim

@@ -158,6 +158,7 @@ class SglangCache final : public CacheUnderTest {
   void check_after_op(bool /*may_change_cache*/) override {}
   void check_quiescent() override { call({{"call", "quiescent"}}); }
   StorageRunStats storage_stats() const override { return {}; }
+  std::map<std::string, int64_t> take_decisions() override { return std::exchange(decisions_, {}); }
 
  private:
   // PYTHONPATH for the driver: $KVSIM_PYTHONPATH, else the build tree's package, then what the
@@ -260,6 +261,12 @@ class SglangCache final : public CacheUnderTest {
       storage_reads_ = it->value("storage_reads", false);
       loads_queued_ = it->value("loads_queued", false);
     }
+    // The reply's decisions, summed over the calls until the differential takes them.
+    if (const auto it = reply.find("decisions"); it != reply.end() && it->is_object()) {
+      for (const auto& [key, value] : it->items()) {
+        if (value.is_number_integer()) decisions_[key] += value.get<int64_t>();
+      }
+    }
     if (const auto it = reply.find("violation"); it != reply.end() && it->is_object()) {
       ctx_.fail(it->value("invariant", std::string("sglang.driver")),
                 it->value("detail", std::string()));
@@ -275,6 +282,7 @@ class SglangCache final : public CacheUnderTest {
   bool storage_reads_ = false;
   bool loads_queued_ = false;
   int64_t budget_ = 0;
+  std::map<std::string, int64_t> decisions_;  // take_decisions
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ nlohmann::json to_json(const Target& t) {
   if (t.kind == Target::Kind::kSglang) {
     j["sglang_src"] = t.sglang_src;
     if (!t.sglang_commit.empty()) j["sglang_commit"] = t.sglang_commit;
+    if (t.differential) j["differential"] = true;
   }
   return j;
 }
@@ -30,6 +31,7 @@ Target target_from_json(const nlohmann::json& j, const std::string& where) {
   if (t.kind == Target::Kind::kSglang) {
     t.sglang_src = in.required_string("sglang_src");
     t.sglang_commit = in.string("sglang_commit", "");
+    t.differential = in.boolean("differential", false);
   }
   in.finish();
   return t;

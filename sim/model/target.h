@@ -17,12 +17,16 @@ struct Target {
   std::string sglang_src;     // kSglang: what the driver loads (resolved by the driver)
   std::string sglang_commit;  // kSglang: the commit the driver reported (traces record it)
   std::string python;         // kSglang: the interpreter ("" = $KVSIM_PYTHON or /usr/bin/python3)
+  // kSglang: kvsim's core runs the same ops beside SGLang's cache and every op's decisions are
+  // compared (sim/model/differential_cache.h); the first difference is a violation.
+  bool differential = false;
   bool is_kvsim() const { return kind == Kind::kKvsim; }
   bool operator==(const Target&) const = default;
 };
 
 std::string_view to_string(Target::Kind kind);
-// {"kind": "sglang", "sglang_src": ..., "sglang_commit": ...}; kvsim's target is {"kind":"kvsim"}.
+// {"kind": "sglang", "sglang_src": ..., "sglang_commit": ..., "differential": true (only when
+// on)}; kvsim's target is {"kind":"kvsim"}.
 nlohmann::json to_json(const Target& t);
 // Throws InputError naming `where` and the field.
 Target target_from_json(const nlohmann::json& j, const std::string& where);
