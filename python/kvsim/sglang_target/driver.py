@@ -181,6 +181,9 @@ class Driver(StorageCalls):
     def _check(self, call):
         from kvsim.sglang_target import checks  # noqa: PLC0415
         t = self.target
+        if getattr(t, "hybrid", False):
+            from kvsim.sglang_target.hybrid_checks import check_hybrid  # noqa: PLC0415
+            return check_hybrid(self, call)
         # Every call: the prefetch liveness check reads the host allocations this call made.
         allocs = self.host_allocs.take() if self.host_allocs is not None else []
         v = checks.check_prefetch_liveness(t, allocs)
@@ -209,8 +212,10 @@ class Driver(StorageCalls):
             raise DriverError("'hello' twice")
         if request.get("protocol") != PROTOCOL:
             raise DriverError(f"protocol {request.get('protocol')!r} is not {PROTOCOL}")
+        from kvsim.sglang_target.hybrid import HybridTarget, hybrid_config, hybrid_kind  # noqa: PLC0415
         try:
-            cfg = CacheConfig.from_scenario(request.get("scenario") or {})
+            hybrid = hybrid_config(request.get("scenario")) if hybrid_kind(request.get("scenario")) else None
+            cfg = hybrid[0] if hybrid else CacheConfig.from_scenario(request.get("scenario") or {})
         except TargetConfigError as exc:
             raise DriverError(str(exc)) from None
         check = (request.get("scenario") or {}).get("check") or {}
@@ -226,7 +231,8 @@ class Driver(StorageCalls):
             src = resolve_source(self.sglang_src, cache_dir=self.cache_dir)
             self.mods = load_sglang(src, device=self.device)
         try:
-            self.target = Target(self.mods, self.device, cfg)
+            self.target = HybridTarget(self.mods, self.device, *hybrid) if hybrid else \
+                Target(self.mods, self.device, cfg)
         except TargetConfigError as exc:
             raise DriverError(str(exc)) from None
         self.target.held_device = []
@@ -301,7 +307,7 @@ class Driver(StorageCalls):
             req.last_node = req.last_host_node = req.best_match_node = cache.root_node
         device_hit, host_hit = len(req.prefix_indices), req.host_hit_length
         anchor = req.last_node
-        cache.inc_lock_ref(anchor)  # the scheduler's admission lock (PrefillAdder._lock_node)
+        anchor_lock = t.lock(anchor)  # the scheduler's admission lock (PrefillAdder._lock_node)
         loaded = 0
         try:
             need = len(tokens) - device_hit + ps
@@ -315,8 +321,8 @@ class Driver(StorageCalls):
                     req.prefix_indices = torch.cat([req.prefix_indices, new_indices])
                     req.load_pending = True
         finally:
-            cache.dec_lock_ref(anchor)
-        cache.inc_lock_ref(req.last_node)
+            t.unlock(anchor, anchor_lock)
+        t.lock_request(req)
         p = len(req.prefix_indices)
         req.cache_protected_len = p
         req.req_pool_idx = t.req_to_token_pool.alloc_row()
@@ -453,7 +459,7 @@ class Driver(StorageCalls):
         if rest > 0:
             pages = (rest + ps - 1) // ps
             t.evict_for(rest + (ps if ps > 1 else 0))
-            new = t.allocator.alloc(pages * ps)
+            new = t.alloc_tokens(pages * ps)
             if new is None:
                 return False
             pieces.append(new[:rest].to(torch.int64))
@@ -605,7 +611,11 @@ class Driver(StorageCalls):
 
     def _call_quiescent(self, request):
         from kvsim.sglang_target import checks  # noqa: PLC0415
-        v = checks.check_quiescent(self.target, list(self.reqs.values()), self.prefetching)
+        if getattr(self.target, "hybrid", False):
+            from kvsim.sglang_target.hybrid_checks import check_quiescent  # noqa: PLC0415
+            v = check_quiescent(self.target, list(self.reqs.values()))
+        else:
+            v = checks.check_quiescent(self.target, list(self.reqs.values()), self.prefetching)
         if v is not None:
             raise _Found(v)
         return {}

@@ -320,6 +320,19 @@ class Target:
             return self.cache.evict(self.bpc.EvictParams(num_tokens=num_tokens))
         return self.cache.evict(num_tokens)
 
+    # Locks as SGLang's scheduler takes them (the hybrid target hands results back: hybrid.py).
+    def lock(self, node):
+        return self.cache.inc_lock_ref(node)
+
+    def unlock(self, node, _result):
+        self.cache.dec_lock_ref(node)
+
+    def lock_request(self, req):
+        return self.cache.inc_lock_ref(req.last_node)
+
+    def alloc_tokens(self, n):
+        return self.allocator.alloc(n)
+
     def evict_for(self, num_tokens):
         """What SGLang's scheduler does before an allocation of num_tokens (its own helper)."""
         self.common.evict_from_tree_cache(self.cache, num_tokens)

@@ -25,6 +25,7 @@ STANDINS = {
     "triton": "triton",
     "triton.language": "triton_language",
     "msgspec": "msgspec",
+    "sglang.srt.session.streaming_session": "streaming_session",  # UnifiedRadixCache (hybrid.py)
 }
 
 # Third-party packages SGLang imports that a CPU-only kvsim never has (or must not use): any

@@ -1,0 +1,257 @@
+"""SGLang's hybrid caches for the SGLang target: UnifiedRadixCache with FULL + SWA or FULL + Mamba
+components and HiCache, built as SGLang's scheduler builds them — SGLang's own device pools where
+they construct on the fake device (SWAKVPool, SWATokenToKVPoolAllocator, HybridReqToTokenPool,
+HybridLinearKVPool), the per-layer KV pools inside them from kv_pool.build_kv_pool, and the host
+side (HostPoolGroup, MHATokenToKVPoolHost, the SWA host pool, MambaPoolHost, HybridCacheController)
+from SGLang's own assembler, `UnifiedRadixCache.init_hicache` ->
+`attach_hybrid_pool_to_unified_cache`. Which revision has what is probed, never read off a commit.
+
+Scenario fields (kvsim's names): cache.swa_window_tokens > 0 -> FULL + SWA (sliding window of that
+many tokens; cache.swa_device_tokens sizes the SWA pool, default device_tokens);
+cache.mamba_device_states > 0 -> FULL + Mamba (that many device Mamba slots; host slots scale
+with host_tokens / device_tokens)."""
+
+import importlib
+
+import torch
+
+from kvsim.sglang_target.kv_pool import build_kv_pool
+from kvsim.sglang_target.requests import ReqToTokenPool
+from kvsim.sglang_target.target import (CacheConfig, Target, TargetConfigError, _call_with_supported,
+                                        _server_args)
+
+MC = "sglang.srt.mem_cache"
+
+
+def hybrid_kind(scenario):
+    """'swa', 'mamba' or None for a scenario's cache section; refuses both at once."""
+    cache = (scenario or {}).get("cache") or {}
+    swa, mamba = int(cache.get("swa_window_tokens", 0) or 0), int(cache.get("mamba_device_states", 0) or 0)
+    if swa and mamba:
+        raise TargetConfigError("cache.swa_window_tokens and cache.mamba_device_states: the SGLang target "
+                                "builds FULL + SWA or FULL + Mamba, not both at once")
+    return "swa" if swa else "mamba" if mamba else None
+
+
+def hybrid_config(scenario):
+    """(CacheConfig, kind, options) for a hybrid scenario. The hybrid fields are read here; the
+    rest is CacheConfig's."""
+    kind = hybrid_kind(scenario)
+    cache = dict((scenario or {}).get("cache") or {})
+    opts = {"swa_window_tokens": int(cache.pop("swa_window_tokens", 0) or 0),
+            "swa_device_tokens": int(cache.pop("swa_device_tokens", 0) or 0),
+            "mamba_device_states": int(cache.pop("mamba_device_states", 0) or 0)}
+    cache.pop("sparse_index_bytes_per_page", None)
+    if cache.get("storage"):
+        raise TargetConfigError("cache.storage: the hybrid SGLang target has no storage tier yet")
+    cfg = CacheConfig.from_scenario({**(scenario or {}), "cache": cache})
+    if not cfg.hierarchical:
+        raise TargetConfigError("cache.hierarchical: the hybrid SGLang target builds HiCache only")
+    if kind == "swa":
+        if opts["swa_window_tokens"] < 1:
+            raise TargetConfigError("cache.swa_window_tokens: must be positive")
+        if not opts["swa_device_tokens"]:
+            opts["swa_device_tokens"] = cfg.device_tokens
+        if opts["swa_device_tokens"] % cfg.page_size:
+            raise TargetConfigError(f"cache.swa_device_tokens: a multiple of page_size {cfg.page_size}")
+    if kind == "mamba" and opts["mamba_device_states"] < 1:
+        raise TargetConfigError("cache.mamba_device_states: must be positive")
+    return cfg, kind, opts
+
+
+def _module(name):
+    return importlib.import_module(name)
+
+
+def _component_types():
+    for name in (f"{MC}.unified_cache_components", f"{MC}.unified_cache.component_type"):
+        try:
+            return _module(name).ComponentType
+        except (ImportError, AttributeError):
+            continue
+    raise TargetConfigError("this SGLang tree has no UnifiedRadixCache ComponentType")
+
+
+class HybridTarget(Target):
+    """SGLang's UnifiedRadixCache with HiCache, FULL + SWA or FULL + Mamba. Attributes as Target's,
+    plus kind, opts, full_kv_pool (kv_pool: the FULL layers' pool the content oracle reads),
+    swa_kv_pool, mamba_pool, host_pool_group and hybrid (True)."""
+
+    hybrid = True
+
+    def __init__(self, mods, device, cfg, kind, opts):  # noqa: PLR0915 - one build, in order
+        self.mods = mods
+        self.device = device
+        self.cfg = cfg
+        self.kind = kind
+        self.opts = opts
+        self.storage = None
+        self.storage_dir = None
+        self.swa_kv_pool = self.mamba_pool = None
+        ps = cfg.page_size
+        if mods.UnifiedRadixCache is None or mods.HybridCacheController is None:
+            raise TargetConfigError("this SGLang tree has no UnifiedRadixCache with HybridCacheController")
+        mods.mods_server_args = mods["sglang.srt.server_args"].ServerArgs
+        self.server_args = _server_args(mods, cfg)
+        # SGLang's hybrid host pools are built with the KV host pool's layout; the direct layouts
+        # are the assembler's business (init_hicache rewrites page_first under direct IO).
+        self._configure_runtime()
+        CT = _component_types()
+        self.component_types = CT
+        mp = _module(f"{MC}.memory_pool")
+        full_ids = list(range(cfg.layer_count))
+        if kind == "swa":
+            swa_mod = _module(f"{MC}.swa_memory_pool")
+            if not hasattr(_module(f"{MC}.hybrid_cache.hybrid_pool_assembler"), "build_hybrid_swa_stack"):
+                raise TargetConfigError("cache.swa_window_tokens: this SGLang revision's "
+                                        "attach_hybrid_pool_to_unified_cache has no SWA stack (FULL + "
+                                        "Mamba only)")
+            swa_ids = list(range(cfg.layer_count, 2 * cfg.layer_count))
+            kv_cls = _pool_factory(mods.MHATokenToKVPool, cfg.head_dim)
+            self.kv = swa_mod.SWAKVPool(
+                size=cfg.device_tokens, size_swa=opts["swa_device_tokens"], page_size=ps, dtype=torch.float32,
+                head_num=1, head_dim=cfg.head_dim, swa_attention_layer_ids=swa_ids,
+                full_attention_layer_ids=[i for i in range(2 * cfg.layer_count) if i not in swa_ids],
+                enable_kvcache_transpose=False, device="cuda", token_to_kv_pool_class=kv_cls)
+            self.full_kv_pool = self.kv.full_kv_pool
+            self.swa_kv_pool = self.kv.swa_kv_pool
+            self.kv_pool_kind = self.full_kv_pool.kvsim_kind
+            self.allocator = swa_mod.SWATokenToKVPoolAllocator(
+                size=cfg.device_tokens, size_swa=opts["swa_device_tokens"], page_size=ps, dtype=torch.float32,
+                device="cuda", kvcache=self.kv, need_sort=False)
+            self.req_to_token_pool = _req_to_token_pool(cfg)
+            components = (CT.FULL, CT.SWA)
+        else:
+            self._build_mamba(mp, full_ids, opts)
+            components = (CT.FULL, CT.MAMBA)
+        self.kv_pool = _FullLayers(self.kv, self.full_kv_pool) if kind == "swa" else self.full_kv_pool
+        group = mods.context.process_group()
+        self.params = _call_with_supported(
+            mods.CacheInitParams, disable=False, req_to_token_pool=self.req_to_token_pool,
+            token_to_kv_pool_allocator=self.allocator, page_size=ps, tp_cache_group=group,
+            eviction_policy=cfg.eviction_policy, enable_metrics=False, enable_kv_cache_events=False,
+            sliding_window_size=opts["swa_window_tokens"] or None, tree_components=components)
+        self.cache = mods.UnifiedRadixCache(self.params)
+        self.cache.init_hicache(self.server_args, self.params)
+        self.cache.load_back_threshold = cfg.load_back_threshold_tokens
+        self.controller = self.cache.cache_controller
+        self.host_pool_group = self.cache.host_pool_group
+        self.host_pool = self.cache.full_kv_pool_host
+        self._unregister_atexit()
+        self._finish_init()
+
+    def _build_mamba(self, mp, full_ids, opts):
+        raise TargetConfigError("cache.mamba_device_states: FULL + Mamba is not built yet")
+
+    def _unregister_atexit(self):
+        import atexit  # noqa: PLC0415
+        for name in ("shutdown",):
+            fn = getattr(self.cache, name, None)
+            if fn is not None:
+                atexit.unregister(fn)
+
+    def _finish_init(self):
+        import dataclasses  # noqa: PLC0415
+        import inspect  # noqa: PLC0415
+        from array import array  # noqa: PLC0415
+        root_tokens = self.cache.root_node.key.token_ids
+        self.token_type = array if isinstance(root_tokens, array) else list
+        import sglang.srt.mem_cache.base_prefix_cache as bpc  # noqa: PLC0415 - the loaded era's
+        self.bpc = bpc
+        fields = {f.name for f in dataclasses.fields(bpc.InitLoadBackParams)}
+        self.load_back_anchor = "best_match_node" if "best_match_node" in fields else "last_host_node"
+        fin = inspect.signature(self.cache.cache_finished_req).parameters
+        self.finish_takes_kv_len = "kv_len_to_handle" in fin
+        self.common = _module(f"{MC}.common")
+
+    # -- locks: SGLang's scheduler keeps what inc_lock_ref answered and hands it back -----------
+    def lock(self, node):
+        return self.cache.inc_lock_ref(node)
+
+    def unlock(self, node, result):
+        params = _call_with_supported(
+            self.bpc.DecLockRefParams, swa_uuid_for_lock=getattr(result, "swa_uuid_for_lock", None),
+            skip_lock_node_ids=dict(getattr(result, "skip_lock_node_ids", None) or {}))
+        self.cache.dec_lock_ref(node, params)
+
+    def lock_request(self, req):
+        """The request's lock (PrefillAdder): its swa_uuid_for_lock is what cache_finished_req
+        hands back to dec_lock_ref."""
+        # The scheduler's per-request hybrid state, as a new request has it: no SWA slot freed
+        # behind the window yet (kvsim's scheduler model does not free out-of-window slots).
+        if not hasattr(req, "swa_evicted_seqlen"):
+            req.swa_evicted_seqlen = 0
+        result = self.cache.inc_lock_ref(req.last_node)
+        req.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
+        return result
+
+    def init_load_back(self, req, mem_quota=None):
+        from kvsim.sglang_target.driver import _Found  # noqa: PLC0415
+        from kvsim.sglang_target.hybrid_checks import check_anchor  # noqa: PLC0415
+        v = check_anchor(self, getattr(req, self.load_back_anchor))
+        if v is not None:
+            raise _Found(v)
+        return super().init_load_back(req, mem_quota)
+
+    def alloc_tokens(self, n):
+        """n device slots (a page multiple) as SGLang's alloc_extend gives them: FULL slots, and
+        for SWA the same number of SWA slots mapped from them."""
+        if self.kind != "swa":
+            return self.allocator.alloc(n)
+        a = self.allocator
+        if a.full_attn_allocator.available_size() < n or a.swa_attn_allocator.available_size() < n:
+            return None
+        full = a.full_attn_allocator.alloc(n)
+        swa = a.swa_attn_allocator.alloc(n)
+        a.set_full_to_swa_mapping(full.to(torch.int64), swa.to(torch.int64))
+        return full
+
+    def budget(self):
+        return int(self.allocator.available_size()) + int(self.cache.evictable_size())
+
+    def evict(self, num_tokens):
+        return self.cache.evict(_call_with_supported(self.bpc.EvictParams, num_tokens=num_tokens))
+
+
+def _pool_factory(mha_cls, head_dim):
+    """A class SWAKVPool calls as token_to_kv_pool_class: each call builds one per-layer KV pool
+    with kv_pool.build_kv_pool (SGLang's MHATokenToKVPool where it constructs, else the stand-in)."""
+
+    def make(size, dtype, layer_num, page_size, **_kw):
+        pool, how = build_kv_pool(mha_cls, size=size, page_size=page_size, head_dim=head_dim,
+                                  layer_num=layer_num, dtype=dtype)
+        pool.kvsim_kind = how
+        if how != "sglang":
+            # SGLang's pools answer (k bytes, v bytes); SWAKVPool sums its two pools' answers.
+            k = sum(t.numel() * t.element_size() for t in pool.k_buffer)
+            v = sum(t.numel() * t.element_size() for t in pool.v_buffer)
+            pool.get_kv_size_bytes = lambda: (k, v)
+        return pool
+    return make
+
+
+def _req_to_token_pool(cfg):
+    """kvsim's ReqToTokenPool with int64 rows. SGLang's rows are int32, and torch >= 2 indexes with
+    int32 tensors; Debian's torch 1.13 refuses them, which SWATokenToKVPoolAllocator.free_swa does
+    (full_to_swa_index_mapping[free_index]). int64 rows hold the same slot numbers."""
+    pool = ReqToTokenPool(cfg.max_requests, cfg.device_tokens + 2 * cfg.page_size, "cuda")
+    pool.req_to_token = pool.req_to_token.to(torch.int64)
+    return pool
+
+
+class _FullLayers:
+    """The FULL layers of an SWAKVPool as the driver and the content oracle use a KV pool: the
+    buffers are the inner full pool's; a waiting read goes through SWAKVPool.get_key_buffer, which
+    is where SGLang's hybrid pool waits on the layer transfer counter (its inner pools do not)."""
+
+    def __init__(self, swa_pool, full_pool):
+        self.swa_pool = swa_pool
+        self.k_buffer = full_pool.k_buffer
+        self.v_buffer = full_pool.v_buffer
+        self.full_ids = sorted(g for g, (_, is_swa) in swa_pool.layers_mapping.items() if not is_swa)
+
+    def get_key_buffer(self, layer):
+        return self.swa_pool.get_key_buffer(self.full_ids[layer])
+
+    def get_value_buffer(self, layer):
+        return self.swa_pool.get_value_buffer(self.full_ids[layer])

@@ -1,0 +1,173 @@
+"""Checks on SGLang's UnifiedRadixCache state (the hybrid target, hybrid.py), after every call the
+scenario's check.full_every schedules, and at quiescence. Each is a law of any correct hybrid
+cache, not of one revision:
+
+- residency: every component's device value on the device, every host value (the FULL KV host
+  indices, the SWA host indices, the Mamba host slots) on the host; the same for the index
+  tensors of every PoolTransfer the tree or its queued operations hold;
+- component locks: a component's lock only on a node that holds that component's device value
+  (a lock on an evicted node protects nothing and unbalances the evictable / protected sizes);
+  every component's evictable + protected size equals its recomputation over the tree;
+- content: every FULL device and host value holds the bytes of its prefix (the content oracle);
+- quiescence: no component lock or host lock left, no pending write / load, no queued stream op.
+
+The load-back anchor law (every component's match validator accepts the node a load-back starts
+from) is checked where the anchor is chosen: HybridTarget.init_load_back."""
+
+import torch
+
+from kvsim.sglang_target import checks
+from kvsim.sglang_target.checks import Violation
+
+
+def _is_device(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "cuda"
+
+
+def _components(target):
+    return list(target.cache.tree_components)
+
+
+def _residency_of(what, value, host):
+    if value is None or not isinstance(value, torch.Tensor):
+        return None
+    if host and _is_device(value):
+        return Violation("residency.host_index_on_device", f"{what} is a device tensor ({value.device}); "
+                                                           "host indices must stay on the host")
+    if not host and not _is_device(value):
+        return Violation("residency.device_index_on_host", f"{what} is a host tensor; device indices "
+                                                           "must be on the device")
+    return None
+
+
+def check_residency(target, nodes):
+    for node in nodes:
+        for ct in _components(target):
+            cd = node.component_data[ct]
+            v = _residency_of(f"node {node.id} {ct} device value", cd.value, host=False) or \
+                _residency_of(f"node {node.id} {ct} host value", cd.host_value, host=True)
+            if v:
+                return v
+    cc = target.controller
+    for qname in ("write_queue", "load_queue"):
+        for op in getattr(cc, qname, None) or []:
+            for tr in getattr(op, "pool_transfers", None) or []:
+                v = _residency_of(f"queued {qname} PoolTransfer {tr.name} host_indices", tr.host_indices,
+                                  host=True)
+                if v:
+                    return v
+    return None
+
+
+def check_component_locks(target, nodes):
+    for node in nodes:
+        for ct in _components(target):
+            cd = node.component_data[ct]
+            if cd.lock_ref < 0 or cd.host_lock_ref < 0:
+                return Violation("lock.negative", f"node {node.id} {ct}: lock_ref {cd.lock_ref}, "
+                                                  f"host_lock_ref {cd.host_lock_ref}")
+            if cd.lock_ref > 0 and cd.value is None:
+                return Violation("lock.on_evicted", f"node {node.id} {ct}: lock_ref {cd.lock_ref} on a node "
+                                                    f"without a device value (host value "
+                                                    f"{'present' if cd.host_value is not None else 'absent'})")
+    return None
+
+
+def check_content(target, nodes):
+    """FULL component bytes on device and host equal the content oracle's."""
+    from kvsim.sglang_target.content import prefix_hashes  # noqa: PLC0415
+    t = target
+    cc = t.controller
+    full = t.component_types.FULL
+    check_device = not cc.load_queue and not cc.load_stream.queue
+    check_host = not cc.write_queue and not cc.write_stream.queue
+    root = t.cache.root_node
+    stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
+    while stack:
+        node, seed, depth = stack.pop()
+        tokens = list(node.key.token_ids)[: len(node.key)]
+        ns = checks.ns_of_extra_key(node.key.extra_key)
+        padded = [0] * depth + tokens
+        hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
+        cd = node.component_data[full]
+        if check_device and cd.value is not None and len(cd.value):
+            v = checks.compare(f"node {node.id} device KV", checks.read_device_kv(t, cd.value), hashes, t)
+            if v:
+                return v
+        if check_host and cd.host_value is not None and len(cd.host_value) and not _is_device(cd.host_value):
+            v = checks.compare(f"node {node.id} host KV", checks.read_host_kv(t, cd.host_value), hashes, t)
+            if v:
+                return v
+        last = hashes[-1] if hashes else seed
+        for c in reversed(list(node.children.values())):
+            stack.append((c, last, depth + len(tokens)))
+    return None
+
+
+def check_hybrid(driver, call):
+    """The driver's per-call check for the hybrid target (Driver._check)."""
+    t = driver.target
+    if not driver._full_check_due(call):
+        return None
+    nodes = checks.walk(t.cache.root_node)
+    driver._last_nodes = len(nodes)
+    driver.full_checks += 1
+    for check in (check_residency, check_component_locks):
+        v = check(t, nodes)
+        if v is not None:
+            return v
+    if driver.content_every and (driver.full_checks % driver.content_every == 0 or call == "quiescent"):
+        return check_content(t, nodes)
+    return None
+
+
+def check_quiescent(target, requests):
+    if requests:
+        return Violation("quiescence", f"{len(requests)} requests still hold cache state: "
+                                       f"{sorted(r.rid for r in requests)[:5]}")
+    for node in checks.walk(target.cache.root_node):
+        for ct in _components(target):
+            cd = node.component_data[ct]
+            if cd.lock_ref or cd.host_lock_ref:
+                return Violation("quiescence", f"node {node.id} {ct} still locked (lock_ref {cd.lock_ref}, "
+                                               f"host_lock_ref {cd.host_lock_ref})")
+    cache, cc = target.cache, target.controller
+    for name in ("ongoing_write_through", "ongoing_load_back"):
+        pending = getattr(cache, name, None)
+        if pending:
+            return Violation("quiescence", f"UnifiedRadixCache.{name} still holds {len(pending)} entries")
+    for name in ("write_queue", "load_queue", "ack_write_queue", "ack_load_queue"):
+        if getattr(cc, name, None):
+            return Violation("quiescence", f"HybridCacheController.{name} still holds "
+                                           f"{len(getattr(cc, name))} entries")
+    for s in target.device.streams:
+        if s.queue:
+            return Violation("quiescence", f"{s.name} still has {len(s.queue)} queued ops")
+    return None
+
+
+def check_anchor(target, anchor):
+    """The node a load-back starts from is accepted by every component's match validator (run
+    from the root down to it, as match_prefix runs them): a node some component rejects may hold
+    neither a device nor a host value for that component."""
+    cache = target.cache
+    if anchor is cache.root_node:
+        return None
+    path = []
+    node = anchor
+    while node is not None and node is not cache.root_node:
+        path.append(node)
+        node = node.parent
+    if node is None:
+        return Violation("load_back.anchor_detached", f"load-back anchor node {anchor.id} is not in the tree")
+    validators = [(ct, comp.create_match_validator()) for ct, comp in cache.components.items()]
+    ok = {ct: False for ct, _ in validators}
+    for n in reversed(path):
+        for ct, val in validators:
+            ok[ct] = bool(val(n))
+    bad = [str(ct) for ct, good in ok.items() if not good]
+    if bad:
+        return Violation("load_back.anchor_not_validated",
+                         f"load-back anchored on node {anchor.id}, which the {', '.join(bad)} component's "
+                         "match validator rejects")
+    return None
