@@ -16,6 +16,7 @@ import traceback
 
 import torch
 
+from kvsim.sglang_target.retract import RetractCalls
 from kvsim.sglang_target.storage_calls import StorageCalls
 
 PROTOCOL = 1
@@ -27,7 +28,7 @@ class DriverError(Exception):
     """A request the driver refuses (bad input or an unsupported configuration): ok false."""
 
 
-class Driver(StorageCalls):
+class Driver(StorageCalls, RetractCalls):
     DriverError = DriverError
 
     def __init__(self, sglang_src, cache_dir=None, content_every=CONTENT_EVERY, preloaded=None):
@@ -195,7 +196,7 @@ class Driver(StorageCalls):
         reqs = list(self.reqs.values())
         for check in (lambda: checks.check_residency(t, nodes), lambda: checks.check_locks(t, nodes),
                       lambda: checks.check_tree_shape(t, nodes), lambda: checks.check_slots(t, nodes, reqs),
-                      lambda: checks.check_storage_keys(t, nodes)):
+                      lambda: checks.check_storage_keys(t, nodes), self._retract_check):
             v = check()
             if v is not None:
                 return v
@@ -237,6 +238,7 @@ class Driver(StorageCalls):
             raise DriverError(str(exc)) from None
         self.target.held_device = []
         self._storage_setup()
+        self._pd_setup()
         self._count_evictions()
         s = self.mods.source
         opts = cfg.storage_options()
@@ -311,7 +313,7 @@ class Driver(StorageCalls):
         loaded = 0
         try:
             need = len(tokens) - device_hit + ps
-            if need >= t.budget():
+            if need >= t.budget() or not self._pd_can_admit():
                 return {"admitted": False, "device_hit": device_hit, "host_hit": host_hit, "owned_from": 0}
             if request.get("load_back", True) and host_hit > 0 and t.controller is not None:
                 quota = int(request.get("quota", -1))
@@ -332,6 +334,7 @@ class Driver(StorageCalls):
         req.reused = p
         self.reqs[rid] = req
         self.hashes[rid] = PrefixHashes(ns)
+        self._pd_receive(req)  # PD decode: the prefill's metadata arrives (retract.py)
         if loaded and not request.get("defer_load", False):
             self._start_loads()
         return {"admitted": True, "device_hit": device_hit, "host_hit": host_hit, "owned_from": p,
@@ -407,6 +410,7 @@ class Driver(StorageCalls):
         for layer in range(t.cfg.layer_count):
             t.kv_pool.k_buffer[layer][slots] = k[layer].to("cuda")
             t.kv_pool.v_buffer[layer][slots] = v[layer].to("cuda")
+        self._index_write(req, slots, hashes)
         prompt = len(req.origin_input_ids)
         req.computed = req.kv_committed_len = n
         if start < prompt:
@@ -498,6 +502,8 @@ class Driver(StorageCalls):
 
     def _call_abort(self, request):
         req = self._req(request, must=False)
+        if req is None and self._drop_offloaded(request.get("rid")):
+            return {}  # an offloaded request (PD decode): its CPU copy goes
         if req is not None:
             # A running request aborted finishes through release_kv_cache (is_insert=True).
             req.kv_committed_len = req.computed

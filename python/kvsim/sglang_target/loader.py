@@ -55,6 +55,11 @@ class Platform:
     def is_cuda_alike(self):
         return True
 
+    def synchronize(self, *args, **kwargs):
+        """The pools' get_cpu_copy / load_cpu_copy (August 2026) wait on the device here."""
+        import torch  # noqa: PLC0415 - torch.cuda is the fake device's once installed
+        torch.cuda.synchronize()
+
     def __getattr__(self, name):
         if name.startswith("is_"):
             return lambda *a, **k: False

@@ -21,7 +21,7 @@ class TargetConfigError(Exception):
 
 
 # kvsim's scenario fields the SGLang target does not model yet (value must be the default).
-_UNSUPPORTED_NONZERO = ("swa_window_tokens", "mamba_device_states", "sparse_index_bytes_per_page")
+_UNSUPPORTED_NONZERO = ("swa_window_tokens", "mamba_device_states")
 HOST_LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 PREFETCH_STOP_POLICIES = ("best_effort", "wait_complete", "timeout")
@@ -48,13 +48,15 @@ class CacheConfig:
     io_backend: str = "kernel"
     max_requests: int = 64
     prefetch: bool = True  # scheduler.prefetch: prefetch from storage on arrival
+    pd: bool = False  # scheduler.mode "pd": a decode instance (retract.py)
+    metadata_slots: int = 16  # scheduler.metadata_slots: SGLang's MetadataBuffers size
+    cpu_copy_chunk_tokens: int = 8192  # scheduler.cpu_copy_chunk_tokens: get_cpu_copy's chunk
+    sparse_index_bytes_per_page: int = 0  # > 0: SGLang's NSA pool with its index-with-scale buffer
 
     @classmethod
     def from_scenario(cls, scenario):
         cache = dict((scenario or {}).get("cache") or {})
         sched = (scenario or {}).get("scheduler") or {}
-        if sched.get("mode") == "pd":
-            raise TargetConfigError("scheduler.mode: 'pd' is not supported by the SGLang target yet (issue 31)")
         for name in _UNSUPPORTED_NONZERO:
             if cache.get(name, 0):
                 raise TargetConfigError(f"cache.{name}: hybrid components are not supported by the SGLang "
@@ -64,6 +66,9 @@ class CacheConfig:
         if "max_running" in sched:
             cfg.max_requests = max(int(sched["max_running"]) * 2 + 8, 16)
         cfg.prefetch = bool(sched.get("prefetch", True))
+        cfg.pd = sched.get("mode") == "pd"
+        cfg.metadata_slots = int(sched.get("metadata_slots", cfg.metadata_slots))
+        cfg.cpu_copy_chunk_tokens = int(sched.get("cpu_copy_chunk_tokens", cfg.cpu_copy_chunk_tokens))
         cfg.validate()
         return cfg
 
@@ -84,6 +89,19 @@ class CacheConfig:
         if self.item_bytes < 8 or self.item_bytes % 8:
             raise TargetConfigError(f"cache.item_bytes: must be a multiple of 8, got {self.item_bytes}")
         self.storage_options()  # validates
+        if self.metadata_slots < 1 or self.cpu_copy_chunk_tokens < 1:
+            raise TargetConfigError("scheduler.metadata_slots and scheduler.cpu_copy_chunk_tokens: must be >= 1")
+        if self.sparse_index_bytes_per_page:
+            from kvsim.sglang_target.retract_pool import NSA_PAGE_SIZE  # noqa: PLC0415
+            if not self.pd:
+                raise TargetConfigError("cache.sparse_index_bytes_per_page: needs scheduler.mode 'pd'")
+            if self.page_size != NSA_PAGE_SIZE:
+                raise TargetConfigError(f"cache.sparse_index_bytes_per_page: SGLang's NSA pool needs "
+                                        f"cache.page_size {NSA_PAGE_SIZE}, got {self.page_size}")
+            if self.hierarchical:
+                raise TargetConfigError("cache.sparse_index_bytes_per_page: the SGLang target runs the NSA "
+                                        "pool under RadixCache only (cache.hierarchical false); HiRadixCache "
+                                        "over it is SGLang's hybrid NSA path, not modelled yet")
         if self.prefetch_stop_policy not in PREFETCH_STOP_POLICIES:
             raise TargetConfigError(f"cache.prefetch_stop_policy: {self.prefetch_stop_policy!r} is not one of "
                                     f"{PREFETCH_STOP_POLICIES}")
@@ -285,6 +303,16 @@ class Target:
 
     def _build_kv_pool(self):
         cfg = self.cfg
+        if cfg.sparse_index_bytes_per_page:
+            from kvsim.sglang_target.retract_pool import build_nsa_pool, nsa_class  # noqa: PLC0415
+            cls = nsa_class(self.mods["sglang.srt.mem_cache.memory_pool"])
+            if cls is None:
+                raise TargetConfigError("cache.sparse_index_bytes_per_page: this SGLang tree's memory_pool "
+                                        "has no NSATokenToKVPool / DSATokenToKVPool")
+            pool, how = build_nsa_pool(cls, size=cfg.device_tokens, page_size=cfg.page_size,
+                                       head_dim=cfg.head_dim, layer_num=cfg.layer_count)
+            self.kv_pool_kind = f"{cls.__name__}: {how}"
+            return pool
         cls = self.mods.MHATokenToKVPool
         if cls is None:
             raise TargetConfigError("this SGLang tree's memory_pool.MHATokenToKVPool did not load "
