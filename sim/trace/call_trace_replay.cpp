@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include <sys/stat.h>
+
 #include "core/common/assert.h"
 #include "sim/trace/call_trace_sidecar.h"
 #include "sim/trace/call_trace_snapshot.h"
@@ -26,6 +28,21 @@ uint64_t parse_hex(JsonReader& r, const std::string& key) {
     r.fail(key, "expected up to 16 lowercase hex digits");
   }
   return std::stoull(s, nullptr, 16);
+}
+
+// The binary sidecar a recorder writes beside its trace: a plain file name in the trace's folder
+// and a regular file. Anything else (a path, "-" for standard input, a FIFO, /dev/zero) could
+// hang or read without end, so it is refused before it is opened.
+std::string read_sidecar(JsonReader& r, const std::string& dir, const std::string& name) {
+  if (name.empty() || name == "-" || name == "." || name == ".." ||
+      name.find('/') != std::string::npos) {
+    r.fail("blob", "'" + name + "' is not a file name beside the trace (the recorder writes one)");
+  }
+  struct stat st {};
+  if (::stat((dir + name).c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    r.fail("blob", dir + name + " is not a regular file");
+  }
+  return read_text_file(dir + name);
 }
 
 // A lock or unlock that names what predates the segment (a trace with a snapshot): the lock of
@@ -154,7 +171,7 @@ CallTrace read_call_trace_text(const std::string& text, const std::string& sourc
         const std::string name = r.required_string("blob");
         const size_t slash = source.find_last_of('/');
         const std::string dir = slash == std::string::npos ? "" : source.substr(0, slash + 1);
-        blob = read_text_file(dir + name);
+        blob = read_sidecar(r, dir, name);
       }
       r.finish();
       header = true;
