@@ -91,6 +91,13 @@ class HybridTarget(Target):
         ps = cfg.page_size
         if mods.UnifiedRadixCache is None or mods.HybridCacheController is None:
             raise TargetConfigError("this SGLang tree has no UnifiedRadixCache with HybridCacheController")
+        import os  # noqa: PLC0415
+        if not os.path.isdir(os.path.join(mods.source.python_dir, "sglang", "srt", "mem_cache",
+                                          "unified_cache_components")):
+            raise TargetConfigError("cache.swa_window_tokens / cache.mamba_device_states: this SGLang "
+                                    "revision's UnifiedRadixCache is the rewritten tree (unified_cache/, "
+                                    "tree_core, August 2026), which the hybrid target does not drive yet; "
+                                    "it drives the April-May 2026 unified_cache_components tree") from None
         mods.mods_server_args = mods["sglang.srt.server_args"].ServerArgs
         self.server_args = _server_args(mods, cfg)
         # SGLang's hybrid host pools are built with the KV host pool's layout; the direct layouts

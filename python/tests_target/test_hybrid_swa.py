@@ -1,0 +1,123 @@
+"""kvsim.sglang_target.hybrid: SGLang's UnifiedRadixCache with FULL + SWA components and HiCache
+(SGLang's SWAKVPool, SWATokenToKVPoolAllocator and attach_hybrid_pool_to_unified_cache) driven
+through the protocol at seed 002's parent and fix: insert, split, write-through, device eviction,
+a host hit loaded back with the bytes checked, quiescence. Each hybrid check catches a planted
+fault; a revision without an SWA stack is refused with a clear error."""
+
+import pytest
+from sglang_src import cache_dir, sglang_checkout, target
+
+PARENT, FIX, NEWEST, APRIL = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-6ed5780c4f", "sglang-82254bd9c5"
+SCENARIO = {"cache": {"page_size": 4, "device_tokens": 64, "host_tokens": 128, "layer_count": 2,
+                      "item_bytes": 16, "host_layout": "page_first", "write_policy": "write_through",
+                      "load_back_threshold_tokens": 4, "swa_window_tokens": 12, "swa_device_tokens": 48}}
+A = list(range(100, 124))
+B = A[:16] + list(range(200, 210))
+C = list(range(300, 340))
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_state():
+    target.unload()
+    yield
+    target.unload()
+
+
+def driver(tag):
+    from kvsim.sglang_target.driver import Driver
+    sglang_checkout(tag)
+    d = Driver(f"bundle:{tag}", cache_dir=cache_dir())
+    return d
+
+
+def lifecycle(rid, tokens):
+    return [{"call": "admit", "rid": rid, "ns": 0, "tokens": tokens},
+            {"call": "compute", "rid": rid, "n": len(tokens), "tokens": tokens},
+            {"call": "finish", "rid": rid, "computed": len(tokens)}, {"call": "flush"}]
+
+
+def run_clean(d):
+    r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
+    assert r["ok"] and "violation" not in r, r
+    replies = []
+    for c in lifecycle("a", A) + lifecycle("b", B) + lifecycle("c", C) + lifecycle("d", A):
+        r = d.handle(c)
+        assert r["ok"] and "violation" not in r, (c, r)
+        replies.append(r)
+    return replies
+
+
+@pytest.mark.parametrize("tag", [PARENT, FIX])
+def test_swa_hicache_round_trip_is_clean(tag):
+    d = driver(tag)
+    replies = run_clean(d)
+    admit_d = replies[12]
+    assert admit_d["host_hit"] == 20 and admit_d["decisions"]["loaded"] == 20  # loaded back from host
+    assert any(r.get("decisions", {}).get("evicted_device") for r in replies)
+    r = d.handle({"call": "quiescent"})
+    assert r["ok"] and "violation" not in r, r
+    assert d.target.cache.tree_components == (d.target.component_types.FULL, d.target.component_types.SWA)
+    d.close()
+
+
+def _planted(d, plant):
+    from kvsim.sglang_target import checks, hybrid_checks
+    t = d.target
+    nodes = checks.walk(t.cache.root_node)
+    plant(t, nodes)
+    return (hybrid_checks.check_residency(t, nodes) or hybrid_checks.check_component_locks(t, nodes))
+
+
+def test_checks_catch_planted_faults():
+    d = driver(FIX)
+    run_clean(d)
+    t = d.target
+    FULL, SWA = t.component_types.FULL, t.component_types.SWA
+
+    def host_on_device(t, nodes):
+        n = next(n for n in nodes if n.component_data[SWA].host_value is not None)
+        n.component_data[SWA].host_value = n.component_data[SWA].host_value.to("cuda")
+    v = _planted(d, host_on_device)
+    assert v is not None and v.invariant == "residency.host_index_on_device", v
+    d.close()
+    target.unload()
+    d2 = driver(FIX)
+    run_clean(d2)
+
+    def lock_evicted(t, nodes):
+        n = next(n for n in nodes if n.component_data[FULL].value is None)
+        n.component_data[FULL].lock_ref += 1
+    v = _planted(d2, lock_evicted)
+    assert v is not None and v.invariant == "lock.on_evicted", v
+
+
+def test_anchor_check_rejects_a_node_past_an_swa_gap():
+    from kvsim.sglang_target import checks, hybrid_checks
+    d = driver(FIX)
+    run_clean(d)
+    t = d.target
+    SWA = t.component_types.SWA
+    window = t.opts["swa_window_tokens"]
+    # A's tail below the split with B (8 tokens, under the 12-token window)
+    leaf = next(n for n in checks.walk(t.cache.root_node)
+                if n.parent is not t.cache.root_node and len(n.key) < window)
+    assert hybrid_checks.check_anchor(t, leaf) is None
+    # A gap in SWA (neither device nor host value) shorter than the window below the leaf: the
+    # leaf's window cannot be rebuilt, so no load-back may start there.
+    chain = []
+    n = leaf
+    while n is not t.cache.root_node:
+        chain.append(n)
+        n = n.parent
+    gap = chain[1]
+    gap.component_data[SWA].value = gap.component_data[SWA].host_value = None
+    v = hybrid_checks.check_anchor(t, leaf)
+    assert v is not None and v.invariant == "load_back.anchor_not_validated", v
+
+
+def test_revisions_without_the_swa_stack_are_refused():
+    for tag in (APRIL, NEWEST):
+        target.unload()
+        d = driver(tag)
+        r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
+        assert r["ok"] is False and "swa" in r["error"].lower(), r
