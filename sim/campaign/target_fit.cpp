@@ -1,5 +1,8 @@
 #include "sim/campaign/target_fit.h"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace kvsim::sim {
 
 TargetCapabilities capabilities_of(const Target& target) {
@@ -14,10 +17,36 @@ TargetCapabilities capabilities_of(const Target& target) {
   return TargetCapabilities{};
 }
 
+namespace {
+// SGLang's target builds UnifiedRadixCache with FULL + SWA and HiCache (python/kvsim/sglang_target/
+// hybrid.py), without a storage tier, not FULL + Mamba yet, and only at revisions whose assembler
+// has an SWA stack (May 2026 on, before the August tree rewrite). The driver cannot tell the
+// simulator before a unit is drawn, so the SWA hunt is opted into: KVSIM_SGLANG_HYBRID=swa.
+bool runs_swa(const Target& target) {
+  const char* opt = std::getenv("KVSIM_SGLANG_HYBRID");
+  return !target.is_kvsim() && opt != nullptr && std::string_view(opt) == "swa";
+}
+}  // namespace
+
 std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
   const TargetCapabilities can = capabilities_of(target);
   std::vector<std::string> off;
-  if (!can.hybrid && s.cache.has_swa()) {
+  if (!can.hybrid && runs_swa(target) && s.cache.has_swa()) {
+    if (s.cache.has_mamba()) {
+      s.cache.mamba_device_states = 0;
+      s.cache.mamba_host_states = 0;
+      off.emplace_back("mamba");
+    }
+    if (s.storage) {
+      s.storage = false;
+      off.emplace_back("storage");
+    }
+    if (!s.cache.hierarchical) {
+      s.cache.hierarchical = true;
+      off.emplace_back("non_hierarchical");
+    }
+  }
+  if (!can.hybrid && !runs_swa(target) && s.cache.has_swa()) {
     s.cache.swa_window_tokens = 0;
     s.cache.swa_device_tokens = 0;
     s.cache.swa_host_tokens = 0;
