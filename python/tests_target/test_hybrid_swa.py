@@ -121,3 +121,17 @@ def test_revisions_without_the_swa_stack_are_refused():
         d = driver(tag)
         r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
         assert r["ok"] is False and "swa" in r["error"].lower(), r
+
+
+@pytest.mark.parametrize("tag,swa", [(PARENT, True), (FIX, True), (APRIL, False), (NEWEST, False)])
+def test_hello_reports_what_the_revision_builds(tag, swa):
+    """The simulator fits drawn units to these (sim/campaign/target_fit.cpp): SWA units run only
+    where the revision builds FULL + SWA."""
+    d = driver(tag)
+    plain = {"cache": {k: v for k, v in SCENARIO["cache"].items() if not k.startswith("swa_")}}
+    r = d.handle({"call": "hello", "protocol": 1, "scenario": plain, "seed": 1})
+    assert r["ok"], r
+    caps = r["sglang"]["capabilities"]
+    assert caps["swa"] is swa and caps["mamba"] is False, caps
+    assert set(caps) == {"swa", "mamba", "pd", "sparse_index"}
+    d.close()

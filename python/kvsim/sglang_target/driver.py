@@ -242,8 +242,9 @@ class Driver(StorageCalls, RetractCalls):
         self._count_evictions()
         s = self.mods.source
         opts = cfg.storage_options()
+        from kvsim.sglang_target.hybrid_capabilities import capabilities  # noqa: PLC0415
         return {"sglang": {"root": s.root, "commit": s.commit, "tag": s.tag, "era": self.mods.era.name,
-                           "kv_pool": self.target.kv_pool_kind},
+                           "kv_pool": self.target.kv_pool_kind, "capabilities": capabilities(self.mods)},
                 "streams": self.target.streams, "stream_count": len(self.device.streams),
                 "storage": opts is not None, "storage_backend": None if opts is None else opts["backend"]}
 
@@ -720,7 +721,9 @@ def serve_forks(args, out):
     device.install()
     try:
         mods = load_sglang(resolve_source(args.sglang_src), device=device)
-        out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit}}) + "\n")
+        from kvsim.sglang_target.hybrid_capabilities import capabilities  # noqa: PLC0415
+        out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit,
+                                                     "capabilities": capabilities(mods)}}) + "\n")
     except Exception as exc:  # noqa: BLE001 - reported to the simulator, which stops
         out.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
         out.flush()

@@ -89,15 +89,12 @@ class HybridTarget(Target):
         self.storage_dir = None
         self.swa_kv_pool = self.mamba_pool = None
         ps = cfg.page_size
-        if mods.UnifiedRadixCache is None or mods.HybridCacheController is None:
-            raise TargetConfigError("this SGLang tree has no UnifiedRadixCache with HybridCacheController")
-        import os  # noqa: PLC0415
-        if not os.path.isdir(os.path.join(mods.source.python_dir, "sglang", "srt", "mem_cache",
-                                          "unified_cache_components")):
-            raise TargetConfigError("cache.swa_window_tokens / cache.mamba_device_states: this SGLang "
-                                    "revision's UnifiedRadixCache is the rewritten tree (unified_cache/, "
-                                    "tree_core, August 2026), which the hybrid target does not drive yet; "
-                                    "it drives the April-May 2026 unified_cache_components tree") from None
+        from kvsim.sglang_target.hybrid_capabilities import swa_unsupported_reason  # noqa: PLC0415
+        why = swa_unsupported_reason(mods)
+        if why is not None and kind == "swa":
+            raise TargetConfigError(f"cache.swa_window_tokens: {why}")
+        if why is not None and "SWA stack" not in why:
+            raise TargetConfigError(f"cache.mamba_device_states: {why}")
         mods.mods_server_args = mods["sglang.srt.server_args"].ServerArgs
         self.server_args = _server_args(mods, cfg)
         # SGLang's hybrid host pools are built with the KV host pool's layout; the direct layouts
@@ -109,10 +106,6 @@ class HybridTarget(Target):
         full_ids = list(range(cfg.layer_count))
         if kind == "swa":
             swa_mod = _module(f"{MC}.swa_memory_pool")
-            if not hasattr(_module(f"{MC}.hybrid_cache.hybrid_pool_assembler"), "build_hybrid_swa_stack"):
-                raise TargetConfigError("cache.swa_window_tokens: this SGLang revision's "
-                                        "attach_hybrid_pool_to_unified_cache has no SWA stack (FULL + "
-                                        "Mamba only)")
             swa_ids = list(range(cfg.layer_count, 2 * cfg.layer_count))
             kv_cls = _pool_factory(mods.MHATokenToKVPool, cfg.head_dim)
             self.kv = swa_mod.SWAKVPool(
