@@ -5,6 +5,7 @@ a host hit loaded back with the bytes checked, quiescence. Each hybrid check cat
 fault; a revision without an SWA stack is refused with a clear error."""
 
 import pytest
+import torch
 from sglang_src import cache_dir, sglang_checkout, target
 
 PARENT, FIX, NEWEST, APRIL = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-6ed5780c4f", "sglang-82254bd9c5"
@@ -134,4 +135,63 @@ def test_hello_reports_what_the_revision_builds(tag, swa):
     caps = r["sglang"]["capabilities"]
     assert caps["swa"] is swa and caps["mamba"] is False, caps
     assert set(caps) == {"swa", "mamba", "pd", "sparse_index"}
+    d.close()
+
+
+def decode_lifecycle(rid, prompt, out):
+    """A prompt computed at once, then `out` decode steps of one token each."""
+    tokens = prompt + out
+    calls = [{"call": "admit", "rid": rid, "ns": 0, "tokens": prompt},
+             {"call": "compute", "rid": rid, "n": len(prompt), "tokens": prompt}]
+    for i in range(1, len(out) + 1):
+        calls.append({"call": "compute", "rid": rid, "n": len(prompt) + i, "tokens": tokens[: len(prompt) + i]})
+    return calls + [{"call": "finish", "rid": rid, "computed": len(tokens)}, {"call": "flush"}]
+
+
+def test_decode_frees_out_of_window_swa_slots_and_tombstones_them_in_the_tree():
+    """The scheduler's release of SWA slots behind the window (swa_evicted_seqlen) during decode:
+    the SWA allocator gets them back mid-request, the finished request's insert leaves that part
+    of the tree without SWA (a tombstone, FULL kept), and every SWA and FULL byte left checks."""
+    d = driver(FIX)
+    r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
+    assert r["ok"], r
+    t = d.target
+    prompt, out = list(range(500, 508)), list(range(600, 624))  # 8 + 24 tokens, window 12
+    swa_free = []
+    for c in decode_lifecycle("a", prompt, out):
+        r = d.handle(c)
+        assert r["ok"] and "violation" not in r, (c, r)
+        if c["call"] == "compute":
+            swa_free.append(int(t.allocator.swa_available_size()) - int(t.allocator.full_available_size()))
+    # Decode allocates a FULL and an SWA slot per token; past the window, SWA pages go back while
+    # the FULL ones stay the request's.
+    assert swa_free[-1] > swa_free[0], swa_free
+    SWA, FULL = t.component_types.SWA, t.component_types.FULL
+    nodes = [n for n in __import__("kvsim.sglang_target.checks", fromlist=["walk"]).walk(t.cache.root_node)
+             if n is not t.cache.root_node]
+    tomb = [n for n in nodes if n.component_data[SWA].value is None and n.component_data[FULL].value is not None]
+    assert tomb, "the out-of-window part is an SWA tombstone"
+    assert any(n.component_data[SWA].value is not None for n in nodes)
+    r = d.handle({"call": "quiescent"})
+    assert r["ok"] and "violation" not in r, r
+    d.close()
+
+
+def test_size_and_swa_content_checks_catch_planted_faults():
+    from kvsim.sglang_target import checks, hybrid_checks
+    d = driver(FIX)
+    run_clean(d)
+    t = d.target
+    SWA = t.component_types.SWA
+    nodes = checks.walk(t.cache.root_node)
+    assert hybrid_checks.check_sizes(t, nodes) is None and hybrid_checks.check_content(t, nodes) is None
+    t.cache.component_evictable_size_[SWA] += t.cfg.page_size
+    v = hybrid_checks.check_sizes(t, nodes)
+    assert v is not None and v.invariant == "sizes.component", v
+    t.cache.component_evictable_size_[SWA] -= t.cfg.page_size
+    n = next(n for n in nodes if n is not t.cache.root_node and n.component_data[SWA].value is not None)
+    slot = n.component_data[SWA].value[:1].to(torch.int64).to("cuda")
+    t.swa_kv_pool.k_buffer[0][slot] += 1
+    v = hybrid_checks.check_content(t, nodes)
+    assert v is not None and v.invariant == "content" and "SWA" in v.detail, v
     d.close()

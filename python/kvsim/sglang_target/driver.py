@@ -412,6 +412,8 @@ class Driver(StorageCalls, RetractCalls):
             t.kv_pool.k_buffer[layer][slots] = k[layer].to("cuda")
             t.kv_pool.v_buffer[layer][slots] = v[layer].to("cuda")
         self._index_write(req, slots, hashes)
+        if getattr(t, "hybrid", False):
+            t.after_compute(req, start, n, hashes)  # SWA layers; out-of-window SWA slots (hybrid.py)
         prompt = len(req.origin_input_ids)
         req.computed = req.kv_committed_len = n
         if start < prompt:

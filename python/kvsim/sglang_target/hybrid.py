@@ -206,11 +206,52 @@ class HybridTarget(Target):
         a.set_full_to_swa_mapping(full.to(torch.int64), swa.to(torch.int64))
         return full
 
+    def after_compute(self, req, start, n, hashes):
+        """After the model computed positions [start, n) of req (the FULL layers written by the
+        driver): the SWA layers' KV for them at the SWA slots the FULL slots map to, then, in
+        decode, the scheduler's release of the request's SWA slots that left the window."""
+        if self.kind != "swa" or n <= start:
+            return
+        row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
+        full = row[start:n].to(torch.int64)
+        swa = self.allocator.translate_loc_from_full_to_swa(full).to(torch.int64)
+        k, v = expected_swa_kv(self, hashes)
+        for layer in range(self.cfg.layer_count):
+            self.swa_kv_pool.k_buffer[layer][swa] = k[layer].to("cuda")
+            self.swa_kv_pool.v_buffer[layer][swa] = v[layer].to("cuda")
+        if start >= len(req.origin_input_ids):
+            self.release_out_of_window(req, start)
+
+    def release_out_of_window(self, req, pre_len):
+        """SGLang's scheduler in decode (ScheduleBatch's SWA eviction): the SWA slots of
+        positions both outside the tree's part of the request (cache_protected_len) and more
+        than a window and a page behind pre_len go back to the SWA allocator (free_swa, by FULL
+        slot), page-aligned; req.swa_evicted_seqlen records how far, and cache_finished_req's
+        insert tombstones the SWA of that part."""
+        ps = self.cfg.page_size
+        window = self.opts["swa_window_tokens"]
+        req.swa_evicted_seqlen = max(req.swa_evicted_seqlen, req.cache_protected_len)
+        new = max(req.swa_evicted_seqlen, pre_len - window - ps) // ps * ps
+        if new > req.swa_evicted_seqlen:
+            row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
+            self.allocator.free_swa(row[req.swa_evicted_seqlen:new].to(torch.int64))
+            req.swa_evicted_seqlen = new
+
     def budget(self):
         return int(self.allocator.available_size()) + int(self.cache.evictable_size())
 
     def evict(self, num_tokens):
         return self.cache.evict(_call_with_supported(self.bpc.EvictParams, num_tokens=num_tokens))
+
+
+def expected_swa_kv(target, hashes):
+    """(K, V) the SWA layers hold for positions with these prefix hashes: the content function's
+    layers layer_count .. 2 * layer_count - 1, so an SWA byte never equals its FULL twin and a
+    copy across the two pools shows."""
+    from kvsim.sglang_target.content import expected_kv  # noqa: PLC0415
+    lc = target.cfg.layer_count
+    k, v = expected_kv(hashes, 2 * lc, 1, target.cfg.head_dim)
+    return k[lc:], v[lc:]
 
 
 def _pool_factory(mha_cls, head_dim):

@@ -7,8 +7,10 @@ cache, not of one revision:
   tensors of every PoolTransfer the tree or its queued operations hold;
 - component locks: a component's lock only on a node that holds that component's device value
   (a lock on an evicted node protects nothing and unbalances the evictable / protected sizes);
-  every component's evictable + protected size equals its recomputation over the tree;
-- content: every FULL device and host value holds the bytes of its prefix (the content oracle);
+- sizes: every component's evictable and protected sizes equal their recount over the tree (the
+  device values' tokens, split by whether the component's lock is held);
+- content: every FULL device and host value, and every SWA device value, holds the bytes of its
+  prefix (the content oracle; the SWA layers have their own bytes, hybrid.expected_swa_kv);
 - quiescence: no component lock or host lock left, no pending write / load, no queued stream op.
 
 The load-back anchor law (every component's match validator accepts the node a load-back starts
@@ -73,8 +75,50 @@ def check_component_locks(target, nodes):
     return None
 
 
+def check_sizes(target, nodes):
+    """Each component's evictable / protected token counts against their recount."""
+    cache = target.cache
+    for ct in _components(target):
+        evictable = protected = 0
+        for node in nodes:
+            if node is cache.root_node:
+                continue
+            cd = node.component_data[ct]
+            if cd.value is not None:
+                if cd.lock_ref > 0:
+                    protected += len(cd.value)
+                else:
+                    evictable += len(cd.value)
+        kept = (int(cache.component_evictable_size_[ct]), int(cache.component_protected_size_[ct]))
+        if kept != (evictable, protected):
+            return Violation("sizes.component", f"{ct}: evictable {kept[0]}, protected {kept[1]}; the "
+                                                f"tree's device values recount to {evictable}, {protected}")
+    return None
+
+
+def _read_swa_kv(target, swa_slots):
+    pool = target.swa_kv_pool
+    idx = swa_slots.to(torch.int64)
+    idx = idx if _is_device(idx) else idx.to("cuda")
+    return (torch.stack([pool.k_buffer[i][idx].cpu() for i in range(target.cfg.layer_count)]),
+            torch.stack([pool.v_buffer[i][idx].cpu() for i in range(target.cfg.layer_count)]))
+
+
+def _compare_swa(what, got, hashes, target):
+    from kvsim.sglang_target.hybrid import expected_swa_kv  # noqa: PLC0415
+    want_k, want_v = expected_swa_kv(target, hashes)
+    for name, g, w in (("K", got[0], want_k), ("V", got[1], want_v)):
+        g = g.reshape(w.shape)
+        if not torch.equal(g, w):
+            bad = (g != w).reshape(w.shape[0], w.shape[1], -1).any(dim=2).any(dim=0).nonzero().flatten()
+            return Violation("content", f"{what}: SWA {name} bytes of {len(bad)} of {len(hashes)} positions "
+                                        f"differ from the content function (first at offset {int(bad[0])})")
+    return None
+
+
 def check_content(target, nodes):
-    """FULL component bytes on device and host equal the content oracle's."""
+    """FULL component bytes on device and host, and SWA bytes on device, equal the content
+    oracle's."""
     from kvsim.sglang_target.content import prefix_hashes  # noqa: PLC0415
     t = target
     cc = t.controller
@@ -92,6 +136,12 @@ def check_content(target, nodes):
         cd = node.component_data[full]
         if check_device and cd.value is not None and len(cd.value):
             v = checks.compare(f"node {node.id} device KV", checks.read_device_kv(t, cd.value), hashes, t)
+            if v:
+                return v
+        swa = t.component_types.SWA if t.kind == "swa" else None
+        sd = node.component_data[swa] if swa is not None else None
+        if check_device and sd is not None and sd.value is not None and len(sd.value):
+            v = _compare_swa(f"node {node.id} device SWA KV", _read_swa_kv(t, sd.value), hashes, t)
             if v:
                 return v
         if check_host and cd.host_value is not None and len(cd.host_value) and not _is_device(cd.host_value):
@@ -112,7 +162,7 @@ def check_hybrid(driver, call):
     nodes = checks.walk(t.cache.root_node)
     driver._last_nodes = len(nodes)
     driver.full_checks += 1
-    for check in (check_residency, check_component_locks):
+    for check in (check_residency, check_component_locks, check_sizes):
         v = check(t, nodes)
         if v is not None:
             return v
