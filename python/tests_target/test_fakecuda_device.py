@@ -111,6 +111,25 @@ def test_mixing_host_and_device_raises_like_cuda(dev):
     assert "device tensor" in dev.check_residency(d, "host", what="node.host_value")
 
 
+def test_int32_index_tensors_index_device_tensors_as_torch_2_does(dev):
+    """SGLang indexes its device pools with int32 rows of req_to_token; torch >= 2 takes int32
+    index tensors (Debian's torch 1.13 refuses them), with the same positions as int64."""
+    d = torch.arange(10, device="cuda") * 10
+    idx32 = torch.tensor([7, 2, 2], dtype=torch.int32, device="cuda")
+    got = d[idx32]
+    assert isinstance(got, fc.DeviceTensor) and got.cpu().tolist() == [70, 20, 20]
+    assert d[torch.tensor([1, 3], dtype=torch.int32)].cpu().tolist() == [10, 30]  # host int32 indices
+    d[idx32[:2]] = torch.tensor([-1, -2], device="cuda")
+    assert d.cpu().tolist()[2] == -2 and d.cpu().tolist()[7] == -1
+    m = torch.zeros(3, 4, device="cuda")
+    m[torch.tensor([2], dtype=torch.int32, device="cuda"), torch.tensor([1], dtype=torch.int32)] = 5.0
+    assert m.cpu()[2, 1] == 5.0 and m.cpu().sum() == 5.0
+    m.index_put_((torch.tensor([0], dtype=torch.int32, device="cuda"),), torch.ones(4, device="cuda"))
+    assert m.cpu()[0].tolist() == [1.0] * 4
+    # masks keep their meaning: a bool mask is not read as positions
+    assert d[d > 60].cpu().tolist() == [80, 90]
+
+
 # ---- streams and events ----------------------------------------------------------------------------
 
 def test_side_stream_work_is_queued_until_stepped(dev):

@@ -225,11 +225,28 @@ def _indices_error():
     return RuntimeError("indices should be either on cpu or on the same device as the indexed tensor (cpu)")
 
 
+def _widen_indices(index):
+    """int32 index tensors as int64: torch >= 2 indexes with int32 tensors (SGLang's req_to_token
+    rows are int32 and index its pools directly); Debian's torch 1.13 refuses them. The same
+    positions either way; bool and uint8 masks and int64 indices pass unchanged."""
+    if isinstance(index, _PlainTensor):
+        if index.dtype == torch.int32:
+            with _DisableTF():
+                return _TB.to(index, torch.int64)
+        return index
+    if isinstance(index, tuple):
+        return tuple(_widen_indices(i) for i in index)
+    if isinstance(index, list) and any(isinstance(i, _PlainTensor) for i in index):
+        return [_widen_indices(i) for i in index]
+    return index
+
+
 def _h_getitem(func, args, kwargs):
     self, index = args[0], args[1]
     if type(self) is not DeviceTensor:
         if _has_device_tensor(index):
             raise _indices_error()
+    args = (self, _widen_indices(index)) + tuple(args[2:])
     with _DisableTF():
         ret = func(*args, **kwargs)
     return wrap_result(ret)
@@ -243,6 +260,7 @@ def _h_setitem(func, args, kwargs):
             raise _indices_error()
         if type(value) is DeviceTensor and value.dim() != 0:
             raise _mix_error(False, func)
+    args = (self, _widen_indices(index)) + tuple(args[2:])
     with _DisableTF():
         return func(*args, **kwargs)
 
@@ -257,6 +275,7 @@ def _h_index_put(func, args, kwargs):
             raise _mix_error(False, func)
     elif isinstance(values, _PlainTensor) and type(values) is not DeviceTensor and values.dim() != 0:
         raise _mix_error(True, func)
+    args = (self, _widen_indices(indices)) + tuple(args[2:])
     with _DisableTF():
         ret = func(*args, **kwargs)
     return wrap_result(ret)

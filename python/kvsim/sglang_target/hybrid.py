@@ -272,12 +272,9 @@ def _pool_factory(mha_cls, head_dim):
 
 
 def _req_to_token_pool(cfg):
-    """kvsim's ReqToTokenPool with int64 rows. SGLang's rows are int32, and torch >= 2 indexes with
-    int32 tensors; Debian's torch 1.13 refuses them, which SWATokenToKVPoolAllocator.free_swa does
-    (full_to_swa_index_mapping[free_index]). int64 rows hold the same slot numbers."""
-    pool = ReqToTokenPool(cfg.max_requests, cfg.device_tokens + 2 * cfg.page_size, "cuda")
-    pool.req_to_token = pool.req_to_token.to(torch.int64)
-    return pool
+    """kvsim's ReqToTokenPool: int32 rows, as SGLang's (SWATokenToKVPoolAllocator.free_swa indexes
+    its full-to-SWA mapping with them; the fake device takes int32 indices as torch >= 2 does)."""
+    return ReqToTokenPool(cfg.max_requests, cfg.device_tokens + 2 * cfg.page_size, "cuda")
 
 
 class _FullLayers:
