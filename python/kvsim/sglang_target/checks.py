@@ -9,7 +9,7 @@ import dataclasses
 import torch
 
 from kvsim.fakecuda.tensor import is_device
-from kvsim.sglang_target.content import expected_kv, prefix_hashes
+from kvsim.sglang_target.content import expected_kv, expected_kv_of_base, hash_base, prefix_hashes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +111,61 @@ def check_tree_shape(target, nodes):
 
 def check_slots(target, nodes, requests):
     """Device pages: tree nodes + requests' own rows + the allocator's free list (+ injected
-    holds) are disjoint and cover pages 1..num_pages (page 0 is SGLang's padding page)."""
+    holds) are disjoint and cover pages 1..num_pages (page 0 is SGLang's padding page).
+
+    Checked in a few batched tensor ops; only when those see a page owned twice or a page of
+    1..num_pages unowned does the owner-by-owner walk run, to name the owners as it always has."""
+    try:
+        if _slots_ok_batched(target, nodes, requests):
+            return None
+    except Exception:  # noqa: BLE001 - the walk below reports it as it always did
+        pass
+    return _check_slots_by_owner(target, nodes, requests)
+
+
+def _plain_flat(t):
+    with torch._C.DisableTorchFunction():
+        return t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64)
+
+
+def _slots_ok_batched(target, nodes, requests):
+    """True when the owners' pages (each owner's pages counted once, as _pages does; the free
+    lists' entries each once) hold no page twice and cover 1..num_pages."""
+    ps = target.cfg.page_size
+    owned, owner_ids = [], []  # slots of the tree's nodes, the requests' rows, injected holds
+    for node in nodes:
+        if node.value is not None:
+            owned.append(_plain_flat(node.value))
+    rtp = target.req_to_token_pool
+    for req in requests:
+        if req.req_pool_idx is not None:
+            owned.append(_plain_flat(rtp.req_to_token[req.req_pool_idx, req.cache_protected_len:
+                                                      req.kv_allocated_len]))
+    for held in target.held_device:
+        if held is not None:
+            owned.append(_plain_flat(held))
+    alloc = target.allocator
+    free = [alloc.free_pages] + ([alloc.release_pages] if getattr(alloc, "release_pages", None) is not None else [])
+    with torch._C.DisableTorchFunction():
+        parts = []
+        if owned:
+            lengths = torch.tensor([len(o) for o in owned], dtype=torch.int64)
+            owner = torch.repeat_interleave(torch.arange(len(owned), dtype=torch.int64), lengths)
+            pages = torch.div(torch.cat(owned), ps, rounding_mode="floor")
+            # one entry per (owner, page): an owner holding several slots of a page owns it once
+            pairs = torch.unique(pages * len(owned) + owner)
+            parts.append(torch.div(pairs, len(owned), rounding_mode="floor"))
+        for t in free:
+            f = t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64)
+            parts.append(f if ps > 1 else torch.div(f, ps, rounding_mode="floor"))
+        allp = torch.cat(parts) if parts else torch.empty((0,), dtype=torch.int64)
+        if len(torch.unique(allp)) != len(allp):
+            return False
+        num_pages = target.cfg.device_tokens // ps
+        return int(((allp >= 1) & (allp <= num_pages)).sum()) == num_pages
+
+
+def _check_slots_by_owner(target, nodes, requests):
     ps = target.cfg.page_size
     owner = {}
 
@@ -202,14 +256,89 @@ def compare(what, got, hashes, target):
     return None
 
 
+# (ns, seed hash, depth, tokens) -> (prefix hashes, hash_base): a node's hashes are a pure
+# function of these, and most nodes outlive many checks. Cleared when it grows past the cap.
+_HASH_MEMO = {}
+_HASH_MEMO_CAP = 1 << 16
+
+
+def _node_hashes(ns, seed, depth, tokens):
+    key = (ns, seed, depth, tuple(tokens))
+    got = _HASH_MEMO.get(key)
+    if got is None:
+        padded = [0] * depth + tokens
+        hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
+        if len(_HASH_MEMO) >= _HASH_MEMO_CAP:
+            _HASH_MEMO.clear()
+        got = _HASH_MEMO[key] = (hashes, hash_base(hashes))
+    return got
+
+
+def _tensor_len(t):
+    with torch._C.DisableTorchFunction():
+        return 0 if t is None else int(t.shape[0])
+
+
 def check_content_full(target):
-    """Every cached node's device and host bytes equal the content of its prefix."""
-    root = target.cache.root_node
+    """Every cached node's device and host bytes equal the content of its prefix.
+
+    One batched read and compare of all nodes (a few tensor ops per check instead of a few per
+    node); only when that finds a difference (or raises) does the node-by-node walk run, to name
+    the first differing node exactly as it always has."""
+    try:
+        if _content_full_batched(target):
+            return None
+    except Exception:  # noqa: BLE001 - the node-by-node walk reports it as it always did
+        pass
+    return _content_full_by_node(target)
+
+
+def _content_scope(target):
+    """(check device, check host): bytes still in flight are not checked: device values while a
+    load is queued, host values while a write is (their acks may be unconsumed later; the bytes
+    are there by then)."""
     cc = target.controller
-    # Bytes still in flight are not checked: device values while a load is queued, host values
-    # while a write is (their acks may be unconsumed later; the bytes are there by then).
     check_device = cc is None or (not cc.load_queue and not cc.load_stream.queue)
     check_host = cc is not None and not cc.write_queue and not cc.write_stream.queue
+    return check_device, check_host
+
+
+def _content_full_batched(target):
+    """True when every node's bytes equal the content function (same walk, same scope as
+    _content_full_by_node, all positions compared at once)."""
+    root = target.cache.root_node
+    check_device, check_host = _content_scope(target)
+    dev_idx, dev_base, host_idx, host_base = [], [], [], []
+    stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
+    while stack:
+        node, seed, depth = stack.pop()
+        n = len(node.key)
+        tokens = list(node.key.token_ids)[:n]
+        hashes, base = _node_hashes(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
+        if check_device and _tensor_len(node.value):
+            dev_idx.append(node.value)
+            dev_base.append(base)
+        if check_host and _tensor_len(node.host_value):
+            host_idx.append(node.host_value)
+            host_base.append(base)
+        last = hashes[-1] if hashes else seed
+        for c in reversed(list(node.children.values())):
+            stack.append((c, last, depth + n))
+    cfg = target.cfg
+    for idx, bases, read in ((dev_idx, dev_base, read_device_kv), (host_idx, host_base, read_host_kv)):
+        if not idx:
+            continue
+        got = read(target, torch.cat(idx) if len(idx) > 1 else idx[0])
+        want = expected_kv_of_base(torch.cat(bases), cfg.layer_count, 1, cfg.head_dim)
+        for g, w in zip(got, want):
+            if not torch.equal(g.reshape(w.shape), w):
+                return False
+    return True
+
+
+def _content_full_by_node(target):
+    root = target.cache.root_node
+    check_device, check_host = _content_scope(target)
     stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
     while stack:
         node, seed, depth = stack.pop()

@@ -61,8 +61,17 @@ def expected_kv(hashes, layer_num, head_num, head_dim, dtype=torch.float32):
     """(K, V) host tensors of shape [layer_num, len(hashes), head_num, head_dim]: the bytes the
     positions with these prefix hashes hold. Values are integers below 2^20 (exact in fp16/bf16
     up to 2^8 ... so float32 is the dtype the target uses)."""
-    n = len(hashes)
-    base = torch.tensor([h & 0xFFFFF for h in hashes], dtype=torch.int64)  # 20 bits per position
+    return expected_kv_of_base(hash_base(hashes), layer_num, head_num, head_dim, dtype)
+
+
+def hash_base(hashes):
+    """The 20 bits of each position's hash that its bytes derive from (an int64 host tensor)."""
+    return torch.tensor([h & 0xFFFFF for h in hashes], dtype=torch.int64)
+
+
+def expected_kv_of_base(base, layer_num, head_num, head_dim, dtype=torch.float32):
+    """expected_kv from hash_base(hashes): the checks batch many nodes' positions in one call."""
+    n = len(base)
     width = head_num * head_dim
     layer = torch.arange(layer_num, dtype=torch.int64).view(-1, 1, 1)
     elem = torch.arange(width, dtype=torch.int64).view(1, 1, -1)

@@ -201,6 +201,27 @@ def _call_with_supported(fn, **kwargs):
     return fn(**{k: v for k, v in kwargs.items() if k in params})
 
 
+def _node_hash(node):
+    node_id = node.__dict__.get("id")
+    return object.__hash__(node) if node_id is None else hash(node_id)
+
+
+def _hash_tree_nodes_by_id(mods):
+    """SGLang keeps tree nodes in sets (evictable_leaves, evictable_host_leaves, ...) and evicts
+    in the order `list(set)` gives among equal priorities, which the logical clock makes
+    common. A node hashes by its address (object.__hash__), so that order, and with it which
+    node is evicted, changed with the process's memory layout (ASLR, what was freed before): two
+    runs of one op stream could evict differently. A node hashes by its id here (SGLang's
+    per-class counter, the same in a fresh driver and a forked one), so the order is a function
+    of the op stream; it stays one of the orders SGLang can meet."""
+    for name, module in sorted(getattr(mods, "modules", {}).items()):
+        if not name.startswith("sglang.srt.mem_cache") or module is None:
+            continue
+        for cls in list(vars(module).values()):
+            if isinstance(cls, type) and cls.__name__.endswith("TreeNode") and cls.__hash__ is object.__hash__:
+                cls.__hash__ = _node_hash
+
+
 class Target:
     """SGLang's cache built for one scenario. Attributes: mods, device, cfg, kv_pool, allocator,
     req_to_token_pool, cache, controller (None without a host tier), host_pool."""
@@ -210,6 +231,7 @@ class Target:
         self.device = device
         self.cfg = cfg
         ps = cfg.page_size
+        _hash_tree_nodes_by_id(mods)
         mods.mods_server_args = mods["sglang.srt.server_args"].ServerArgs
         self.server_args = _server_args(mods, cfg)
         self._configure_runtime()
