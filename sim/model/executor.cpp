@@ -6,6 +6,7 @@
 #include "core/common/assert.h"
 #include "sim/model/content_oracle.h"
 #include "sim/model/core_cache.h"
+#include "sim/model/differential_cache.h"
 #include "sim/model/option_contract.h"
 #include "sim/model/sglang_cache.h"
 #include "sim/workload/workload.h"
@@ -14,19 +15,34 @@ namespace kvsim::sim {
 
 Executor::Executor(const Scenario& scenario, uint64_t seed, const Target& target)
     : scenario_(scenario), target_(target) {
-  CacheContext ctx{.scenario = scenario_,
-                   .seed = seed,
-                   .fail = [this](std::string invariant,
-                                  std::string detail) { fail(std::move(invariant), std::move(detail)); },
-                   .stats = stats_};
+  CacheContext ctx = context(seed);
   if (target_.is_kvsim()) {
     auto core = std::make_unique<KvsimCoreCache>(std::move(ctx));
     core_ = core.get();
     cut_ = std::move(core);
+  } else if (target_.differential) {
+    cut_ = make_sglang_differential(std::move(ctx), target_);
   } else {
     cut_ = make_sglang_cache(std::move(ctx), target_);
   }
   mix(seed);
+}
+
+CacheContext Executor::context(uint64_t seed) {
+  return CacheContext{.scenario = scenario_,
+                      .seed = seed,
+                      .fail = [this](std::string invariant,
+                                     std::string detail) { fail(std::move(invariant), std::move(detail)); },
+                      .stats = stats_};
+}
+
+void Executor::replace_cache_under_test(
+    const std::function<std::unique_ptr<CacheUnderTest>(CacheContext)>& make, uint64_t seed) {
+  KV_ASSERT(stats_.ops == 0, "the cache under test is replaced before the first op only");
+  core_ = nullptr;
+  cut_.reset();
+  cut_ = make(context(seed));
+  core_ = dynamic_cast<KvsimCoreCache*>(cut_.get());
 }
 
 Executor::~Executor() {

@@ -86,6 +86,10 @@ class Executor {
   const SimRequest* request(RequestId rid) const;
   // The storage tier's counters and contents now (enabled = false without one).
   StorageRunStats storage_stats() const { return cut_->storage_stats(); }
+  // Tests: another cache under test (a stand-in, a differential of two cores), built from this
+  // run's context (`seed`: the run's) before the first op.
+  void replace_cache_under_test(
+      const std::function<std::unique_ptr<CacheUnderTest>(CacheContext)>& make, uint64_t seed);
   void set_observer(ExecutorObserver* observer) { observer_ = observer; }
   ExecutorObserver* observer() const { return observer_; }
   void note_fault(std::string_view site) {
@@ -93,6 +97,7 @@ class Executor {
   }
 
  private:
+  CacheContext context(uint64_t seed);
   OpOutcome dispatch(const Op& op);
   OpOutcome arrive(const Op& op);
   OpOutcome prefetch_check(SimRequest& r);

@@ -65,6 +65,9 @@ void add_target_flags(CLI::App* cmd, kvsim::tools::TargetFlags& flags) {
   cmd->add_option("--sglang-src", flags.sglang_src,
                   "With --target sglang: an SGLang source tree, 'installed', or 'bundle:<tag>' "
                   "(a replay or shrink of an SGLang trace: another tree than it recorded)");
+  cmd->add_flag("--differential", flags.differential,
+                "With --target sglang: run kvsim's core beside SGLang's cache on the same ops and "
+                "report the first op whose decisions differ (differential.decision)");
 }
 
 }  // namespace

@@ -1,0 +1,481 @@
+#include "sim/model/differential_cache.h"
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+
+#include "core/common/assert.h"
+#include "sim/config/scenario.h"
+#include "sim/model/core_cache.h"
+#include "sim/model/sglang_cache.h"
+
+namespace kvsim::sim {
+
+namespace {
+
+// Decisions one side reports and the other cannot: shown in a divergence's detail, not
+// compared. host_hit: SGLang's is the match's host length whether or not it was loaded back;
+// the core's admission reports only what it loaded (compared as `loaded`).
+constexpr std::string_view kOneSided[] = {"host_hit"};
+
+// Differences by design (docs/sglang-hunt.md, "Differential"): a difference in `key` of `call`
+// ("" = any call) is excused where `holds` says so, and only there.
+struct ByDesign {
+  std::string_view call;
+  std::string_view key;
+  bool (*holds)(const Scenario& s, int64_t primary, int64_t shadow);
+  std::string_view why;
+};
+
+// Empty: the differences by design found so far are handled by running the shadow SGLang's way
+// (the table in docs/sglang-hunt.md), none by excusing a value.
+constexpr std::array<ByDesign, 0> kByDesign{};
+
+const ByDesign* by_design(std::string_view call, std::string_view key, const Scenario& s,
+                          int64_t primary, int64_t shadow) {
+  for (const ByDesign& d : kByDesign) {
+    if ((d.call.empty() || d.call == call) && d.key == key && d.holds(s, primary, shadow)) {
+      return &d;
+    }
+  }
+  return nullptr;
+}
+
+std::string format(const Decisions& d) {
+  std::string s = "{";
+  for (const auto& [k, v] : d) {
+    if (s.size() > 1) s += ", ";
+    s += k + ": " + std::to_string(v);
+  }
+  return s + "}";
+}
+
+int64_t get(const Decisions& d, const std::string& key) {
+  const auto it = d.find(key);
+  return it == d.end() ? 0 : it->second;
+}
+
+// Keeps the shadow's own `computed` in the request while one of its calls runs.
+class ShadowComputed {
+ public:
+  ShadowComputed(SimRequest& r, size_t computed) : r_(r), saved_(r.computed) {
+    r_.computed = computed;
+  }
+  ~ShadowComputed() { r_.computed = saved_; }
+  ShadowComputed(const ShadowComputed&) = delete;
+  ShadowComputed& operator=(const ShadowComputed&) = delete;
+
+ private:
+  SimRequest& r_;
+  size_t saved_;
+};
+
+}  // namespace
+
+// One side: its cache and, for kvsim's core, the counters its decisions are read from (the
+// core reports none itself; SGLang's driver does, through take_decisions).
+struct DifferentialCache::Side {
+  std::unique_ptr<CacheUnderTest> cache;
+  KvsimCoreCache* core = nullptr;
+  HiCacheStats before;
+  Decisions noted;  // what the differential saw of this call (return values, acks)
+
+  void begin() {
+    noted.clear();
+    if (core != nullptr) {
+      before = core->cache().stats();
+    } else {
+      cache->take_decisions();  // nothing from before this call
+    }
+  }
+  Decisions take() {
+    Decisions d = core != nullptr ? Decisions{} : cache->take_decisions();
+    if (core != nullptr) {
+      const HiCacheStats& now = core->cache().stats();
+      auto delta = [&](const char* key, int64_t a, int64_t b) {
+        if (b != a) d[key] = b - a;
+      };
+      delta("evicted_device", before.evicted_device_tokens, now.evicted_device_tokens);
+      delta("evicted_host", before.evicted_host_tokens, now.evicted_host_tokens);
+      delta("loaded", before.load_back_tokens, now.load_back_tokens);
+    }
+    for (const auto& [k, v] : noted)
+      d[k] = v;
+    return d;
+  }
+  // Acks waiting to be consumed (the core's; SGLang's driver counts its own).
+  std::pair<int64_t, int64_t> acks_pending() const {
+    if (core == nullptr) return {0, 0};
+    const CacheController& c = core->cache().controller();
+    return {static_cast<int64_t>(c.pending_writes()),
+            static_cast<int64_t>(c.pending_loads() - c.queued_loads())};
+  }
+  // Runs a polling call, noting the acks it consumed on the core.
+  template <typename Fn>
+  void polled(Fn&& fn) {
+    const auto [w0, l0] = acks_pending();
+    fn();
+    const auto [w1, l1] = acks_pending();
+    if (w0 > w1) noted["write_acks"] = w0 - w1;
+    if (l0 > l1) noted["load_acks"] = l0 - l1;
+  }
+};
+
+DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& primary,
+                                     const CacheFactory& shadow)
+    : ctx_(std::move(ctx)), primary_(std::make_unique<Side>()), shadow_(std::make_unique<Side>()) {
+  CacheContext primary_ctx = ctx_;
+  primary_ctx.fail = [this](std::string invariant, std::string detail) {
+    shadow_stopped_ = true;  // the run ends here: nothing more to compare
+    ctx_.fail(std::move(invariant), std::move(detail));
+  };
+  primary_->cache = primary(std::move(primary_ctx));
+  primary_->core = dynamic_cast<KvsimCoreCache*>(primary_->cache.get());
+  CacheContext shadow_ctx{.scenario = ctx_.scenario,
+                          .seed = ctx_.seed,
+                          .fail =
+                              [this](std::string invariant, std::string detail) {
+                                if (!shadow_violation_) {
+                                  shadow_violation_ = invariant + ": " + detail;
+                                }
+                              },
+                          .stats = shadow_stats_};
+  shadow_->cache = shadow(std::move(shadow_ctx));
+  shadow_->core = dynamic_cast<KvsimCoreCache*>(shadow_->cache.get());
+}
+
+DifferentialCache::~DifferentialCache() = default;
+
+template <typename Fn>
+void DifferentialCache::on_shadow(Fn&& fn) {
+  if (shadow_stopped_) return;
+  {
+    ScopedThrowingAsserts asserts;
+    try {
+      fn();
+    } catch (const AssertionFailure& e) {
+      if (!shadow_violation_) shadow_violation_ = std::string("core.assert: ") + e.what();
+    }
+  }
+  if (shadow_violation_) {
+    shadow_stopped_ = true;
+    ctx_.fail("differential.shadow",
+              "kvsim's core, run beside the cache under test, failed its own check: " +
+                  *shadow_violation_);
+  }
+}
+
+void DifferentialCache::begin_call() {
+  primary_->begin();
+  if (!shadow_stopped_) shadow_->begin();
+}
+
+Decisions DifferentialCache::take(Side& side) { return side.take(); }
+
+void DifferentialCache::compare(const char* call, const SimRequest* r, Decisions p, Decisions s) {
+  if (shadow_stopped_) return;
+  ++compared_;
+  std::vector<std::string> keys;
+  for (const Decisions* d : {&p, &s}) {
+    for (const auto& [k, v] : *d) {
+      if (std::find(std::begin(kOneSided), std::end(kOneSided), k) != std::end(kOneSided)) continue;
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  std::string diff;
+  for (const std::string& k : keys) {
+    const int64_t a = get(p, k), b = get(s, k);
+    if (a == b) continue;
+    if (by_design(call, k, ctx_.scenario, a, b) != nullptr) {
+      ++excused_;
+      continue;
+    }
+    diff += (diff.empty() ? "" : "; ") + k + ": " + std::to_string(a) + " vs " + std::to_string(b);
+  }
+  if (diff.empty()) return;
+  shadow_stopped_ = true;
+  std::string who = r != nullptr ? " of request " + std::to_string(r->rid) : "";
+  ctx_.fail("differential.decision",
+            std::string(call) + who + ": " + diff + " (cache under test vs kvsim's core; all of " +
+                "the call's decisions: " + format(p) + " vs " + format(s) + ")");
+}
+
+std::vector<uint32_t> DifferentialCache::progress_streams() const {
+  return primary_->cache->progress_streams();
+}
+size_t DifferentialCache::stream_count() const { return primary_->cache->stream_count(); }
+bool DifferentialCache::storage_enabled() const { return primary_->cache->storage_enabled(); }
+bool DifferentialCache::storage_reads_pending() const {
+  return primary_->cache->storage_reads_pending();
+}
+int64_t DifferentialCache::admission_budget() const {
+  return primary_->cache->admission_budget();
+}
+bool DifferentialCache::loads_queued() const { return primary_->cache->loads_queued(); }
+
+bool DifferentialCache::arrive(SimRequest& r, uint64_t now) {
+  begin_call();
+  const bool p = primary_->cache->arrive(r, now);
+  primary_->noted["prefetching"] = p;
+  on_shadow([&] { shadow_->noted["prefetching"] = shadow_->cache->arrive(r, now); });
+  compare("arrive", &r, take(*primary_), take(*shadow_));
+  return p;
+}
+
+std::optional<int64_t> DifferentialCache::prefetch_done(SimRequest& r, uint64_t now) {
+  begin_call();
+  const std::optional<int64_t> p = primary_->cache->prefetch_done(r, now);
+  primary_->noted["prefetch_done"] = p.has_value();
+  on_shadow([&] {
+    const std::optional<int64_t> s = shadow_->cache->prefetch_done(r, now);
+    shadow_->noted["prefetch_done"] = s.has_value();
+    if (shadow_->core != nullptr && s) shadow_->noted["prefetch_loaded"] = *s;
+  });
+  if (primary_->core != nullptr && p) primary_->noted["prefetch_loaded"] = *p;
+  compare("prefetch_check", &r, take(*primary_), take(*shadow_));
+  return p;
+}
+
+std::optional<AdmitDecision> DifferentialCache::admit(SimRequest& r, bool load_back,
+                                                      bool defer_load,
+                                                      std::optional<int64_t> quota) {
+  begin_call();
+  const std::optional<AdmitDecision> p = primary_->cache->admit(r, load_back, defer_load, quota);
+  // The admission gate (room for the request) is the scheduler's in kvsim and the driver's in
+  // SGLang: a request the cache under test turned away is not offered to the shadow.
+  if (!p) return p;
+  if (primary_->core != nullptr) primary_->noted["device_hit"] = p->device_hit_tokens;
+  primary_->noted["admitted"] = 1;
+  on_shadow([&] {
+    const std::optional<AdmitDecision> s = shadow_->cache->admit(r, load_back, defer_load, quota);
+    shadow_->noted["admitted"] = s.has_value();
+    if (s) {
+      if (shadow_->core != nullptr) shadow_->noted["device_hit"] = s->device_hit_tokens;
+      shadow_computed_[r.rid] = s->owned_from;
+    }
+  });
+  compare("admit", &r, take(*primary_), take(*shadow_));
+  return p;
+}
+
+void DifferentialCache::start_loads() {
+  begin_call();
+  primary_->cache->start_loads();
+  on_shadow([&] { shadow_->cache->start_loads(); });
+  compare("start_loads", nullptr, take(*primary_), take(*shadow_));
+}
+
+bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
+  begin_call();
+  const bool p = primary_->cache->compute(r, target, oom);
+  primary_->noted["computed"] = p;
+  on_shadow([&] {
+    const auto it = shadow_computed_.find(r.rid);
+    const size_t computed = it != shadow_computed_.end() ? it->second : r.computed;
+    bool s = true;
+    if (computed < target) {  // an excused difference can have the shadow ahead
+      ShadowComputed view(r, computed);
+      s = shadow_->cache->compute(r, target, oom);
+    }
+    if (s) shadow_computed_[r.rid] = std::max(computed, target);
+    if (s && computed < std::min(target, r.prompt_len) &&
+        ctx_.scenario.scheduler.mode != SchedulerMode::kPd) {
+      cache_unfinished(r, target);
+    }
+    shadow_->noted["computed"] = s;
+  });
+  compare("compute", &r, take(*primary_), take(*shadow_));
+  return p;
+}
+
+void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed) {
+  // SGLang's scheduler caches a prefill's prefix as each chunk ends (cache_unfinished_req):
+  // a request running beside it hits it, and write-through counts it. kvsim's core inserts at
+  // finish only, so the shadow does what cache_unfinished_req does with its own protocol —
+  // insert what was computed and unlock (finish), then take the tree's prefix back (admit,
+  // nothing loaded) and compute the unaligned tail again.
+  Side& s = *shadow_;
+  {
+    ShadowComputed view(r, computed);
+    s.cache->finish(r);
+  }
+  const std::optional<AdmitDecision> again =
+      s.cache->admit(r, /*load_back=*/false, /*defer_load=*/false, std::nullopt);
+  KV_ASSERT(again.has_value(), "the shadow could not take back a prefix it just inserted");
+  size_t have = again->owned_from;
+  if (have < computed) {
+    ShadowComputed view(r, have);
+    KV_ASSERT(s.cache->compute(r, computed, false), "the shadow could not recompute a tail");
+    have = computed;
+  }
+  shadow_computed_[r.rid] = have;
+}
+
+void DifferentialCache::finish(SimRequest& r) {
+  begin_call();
+  primary_->cache->finish(r);
+  on_shadow([&] {
+    const auto it = shadow_computed_.find(r.rid);
+    ShadowComputed view(r, it != shadow_computed_.end() ? it->second : r.computed);
+    shadow_->cache->finish(r);
+  });
+  shadow_computed_.erase(r.rid);
+  compare("finish", &r, take(*primary_), take(*shadow_));
+}
+
+void DifferentialCache::retract(SimRequest& r) {
+  begin_call();
+  primary_->cache->retract(r);
+  on_shadow([&] {
+    const auto it = shadow_computed_.find(r.rid);
+    ShadowComputed view(r, it != shadow_computed_.end() ? it->second : r.computed);
+    // SGLang's retract is release_kv_cache(is_insert=False): nothing new goes into the tree.
+    // kvsim's core retract caches what was computed; the shadow runs SGLang's (an abort).
+    if (primary_->core == nullptr) {
+      shadow_->cache->abort(r);
+    } else {
+      shadow_->cache->retract(r);
+    }
+  });
+  shadow_computed_.erase(r.rid);
+  compare("retract", &r, take(*primary_), take(*shadow_));
+}
+
+void DifferentialCache::abort(SimRequest& r) {
+  begin_call();
+  primary_->cache->abort(r);
+  on_shadow([&] { shadow_->cache->abort(r); });
+  shadow_computed_.erase(r.rid);
+  compare("abort", &r, take(*primary_), take(*shadow_));
+}
+
+void DifferentialCache::offload(SimRequest& r) {
+  begin_call();
+  primary_->cache->offload(r);
+  on_shadow([&] { shadow_->cache->offload(r); });
+  compare("offload", &r, take(*primary_), take(*shadow_));
+}
+
+bool DifferentialCache::resume(SimRequest& r) {
+  begin_call();
+  const bool p = primary_->cache->resume(r);
+  primary_->noted["resumed"] = p;
+  on_shadow([&] { shadow_->noted["resumed"] = shadow_->cache->resume(r); });
+  compare("resume", &r, take(*primary_), take(*shadow_));
+  return p;
+}
+
+void DifferentialCache::verify_resumed(SimRequest& r) {
+  primary_->cache->verify_resumed(r);
+  on_shadow([&] { shadow_->cache->verify_resumed(r); });
+}
+
+void DifferentialCache::poll() {
+  begin_call();
+  primary_->polled([&] { primary_->cache->poll(); });
+  Decisions p = take(*primary_);
+  on_shadow([&] { catch_up(get(p, "write_acks"), get(p, "load_acks")); });
+  compare("poll", nullptr, std::move(p), take(*shadow_));
+}
+
+void DifferentialCache::catch_up(int64_t write_acks, int64_t load_acks) {
+  Side& s = *shadow_;
+  if (s.core == nullptr) {
+    s.polled([&] { s.cache->poll(); });
+    return;
+  }
+  // Polls, then runs the shadow's copy streams an op at a time, polling after each, until it
+  // has consumed as many acks as the primary did (or has nothing left to run).
+  const std::vector<uint32_t> streams = s.cache->progress_streams();
+  const uint32_t write = streams.at(1), load = streams.at(2);
+  const auto [w0, l0] = s.acks_pending();
+  int64_t w = 0, l = 0;
+  for (bool ran = true; ran;) {
+    s.cache->poll();
+    const auto [w1, l1] = s.acks_pending();
+    w = w0 - w1;
+    l = l0 - l1;
+    ran = false;
+    if (w < write_acks) ran = s.cache->step(write, 1) > 0;
+    if (!ran && l < load_acks) ran = s.cache->step(load, 1) > 0;
+  }
+  if (w > 0) s.noted["write_acks"] = w;
+  if (l > 0) s.noted["load_acks"] = l;
+}
+
+void DifferentialCache::flush() {
+  begin_call();
+  primary_->polled([&] { primary_->cache->flush(); });
+  on_shadow([&] { shadow_->polled([&] { shadow_->cache->flush(); }); });
+  compare("flush", nullptr, take(*primary_), take(*shadow_));
+}
+
+int64_t DifferentialCache::step(uint32_t stream, int64_t n) {
+  // How far a stream has run is the device's timing, not a cache decision, and the two devices
+  // queue different units of work (a fake CUDA op per kernel and layer, a CPU backend op per
+  // transfer): the shadow's streams run at polls instead, as far as the primary's acks went.
+  return primary_->cache->step(stream, n);
+}
+
+OpOutcome DifferentialCache::storage(uint32_t worker, int64_t fault) {
+  begin_call();
+  const OpOutcome p = primary_->cache->storage(worker, fault);
+  primary_->noted["did"] = p.applied && p.ok;
+  on_shadow([&] {
+    const OpOutcome s = shadow_->cache->storage(worker, fault);
+    shadow_->noted["did"] = s.applied && s.ok;
+  });
+  compare("storage", nullptr, take(*primary_), take(*shadow_));
+  return p;
+}
+
+OpOutcome DifferentialCache::inject(const Op& op) {
+  begin_call();
+  const OpOutcome p = primary_->cache->inject(op);
+  // A slow GPU (target 2) is device timing: the shadow's streams follow the primary's acks.
+  if (op.target != 2) on_shadow([&] { shadow_->cache->inject(op); });
+  compare("inject", nullptr, take(*primary_), take(*shadow_));
+  return p;
+}
+
+void DifferentialCache::release_injected() {
+  primary_->cache->release_injected();
+  on_shadow([&] { shadow_->cache->release_injected(); });
+}
+
+bool DifferentialCache::read_prefix(SimRequest& r) {
+  const bool p = primary_->cache->read_prefix(r);
+  on_shadow([&] {
+    const auto it = shadow_computed_.find(r.rid);
+    ShadowComputed view(r, it != shadow_computed_.end() ? it->second : r.computed);
+    shadow_->cache->read_prefix(r);
+  });
+  return p;
+}
+
+void DifferentialCache::check_after_op(bool may_change_cache) {
+  primary_->cache->check_after_op(may_change_cache);
+  on_shadow([&] { shadow_->cache->check_after_op(may_change_cache); });
+}
+
+void DifferentialCache::check_quiescent() {
+  primary_->cache->check_quiescent();
+  on_shadow([&] { shadow_->cache->check_quiescent(); });
+}
+
+StorageRunStats DifferentialCache::storage_stats() const {
+  return primary_->cache->storage_stats();
+}
+
+Decisions DifferentialCache::take_decisions() { return primary_->cache->take_decisions(); }
+
+std::unique_ptr<CacheUnderTest> make_sglang_differential(CacheContext ctx, Target& target) {
+  return std::make_unique<DifferentialCache>(
+      std::move(ctx),
+      [&target](CacheContext c) { return make_sglang_cache(std::move(c), target); },
+      [](CacheContext c) { return std::make_unique<KvsimCoreCache>(std::move(c)); });
+}
+
+}  // namespace kvsim::sim
