@@ -123,33 +123,24 @@ def check_slots(target, nodes, requests):
     return _check_slots_by_owner(target, nodes, requests)
 
 
-def _plain_flat(t):
-    with torch._C.DisableTorchFunction():
-        return t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64)
-
-
 def _slots_ok_batched(target, nodes, requests):
     """True when the owners' pages (each owner's pages counted once, as _pages does; the free
     lists' entries each once) hold no page twice and cover 1..num_pages."""
     ps = target.cfg.page_size
-    owned, owner_ids = [], []  # slots of the tree's nodes, the requests' rows, injected holds
-    for node in nodes:
-        if node.value is not None:
-            owned.append(_plain_flat(node.value))
     rtp = target.req_to_token_pool
-    for req in requests:
-        if req.req_pool_idx is not None:
-            owned.append(_plain_flat(rtp.req_to_token[req.req_pool_idx, req.cache_protected_len:
-                                                      req.kv_allocated_len]))
-    for held in target.held_device:
-        if held is not None:
-            owned.append(_plain_flat(held))
     alloc = target.allocator
     free = [alloc.free_pages] + ([alloc.release_pages] if getattr(alloc, "release_pages", None) is not None else [])
     with torch._C.DisableTorchFunction():
+        # slots of the tree's nodes, the requests' own rows, injected holds: one owner each
+        owned = [node.value for node in nodes if node.value is not None]
+        rows = rtp.req_to_token.as_subclass(torch.Tensor)
+        owned += [rows[req.req_pool_idx, req.cache_protected_len: req.kv_allocated_len]
+                  for req in requests if req.req_pool_idx is not None]
+        owned += [held for held in target.held_device if held is not None]
+        owned = [o.as_subclass(torch.Tensor).reshape(-1).to(torch.int64) for o in owned]
         parts = []
         if owned:
-            lengths = torch.tensor([len(o) for o in owned], dtype=torch.int64)
+            lengths = torch.tensor([o.shape[0] for o in owned], dtype=torch.int64)
             owner = torch.repeat_interleave(torch.arange(len(owned), dtype=torch.int64), lengths)
             pages = torch.div(torch.cat(owned), ps, rounding_mode="floor")
             # one entry per (owner, page): an owner holding several slots of a page owns it once
@@ -159,7 +150,7 @@ def _slots_ok_batched(target, nodes, requests):
             f = t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64)
             parts.append(f if ps > 1 else torch.div(f, ps, rounding_mode="floor"))
         allp = torch.cat(parts) if parts else torch.empty((0,), dtype=torch.int64)
-        if len(torch.unique(allp)) != len(allp):
+        if torch.unique(allp).shape[0] != allp.shape[0]:
             return False
         num_pages = target.cfg.device_tokens // ps
         return int(((allp >= 1) & (allp <= num_pages)).sum()) == num_pages
@@ -274,11 +265,6 @@ def _node_hashes(ns, seed, depth, tokens):
     return got
 
 
-def _tensor_len(t):
-    with torch._C.DisableTorchFunction():
-        return 0 if t is None else int(t.shape[0])
-
-
 def check_content_full(target):
     """Every cached node's device and host bytes equal the content of its prefix.
 
@@ -305,31 +291,44 @@ def _content_scope(target):
 
 def _content_full_batched(target):
     """True when every node's bytes equal the content function (same walk, same scope as
-    _content_full_by_node, all positions compared at once)."""
+    _content_full_by_node, all positions compared at once, on plain tensors: the device's own
+    read path, copy_to_host, still makes the one host copy)."""
     root = target.cache.root_node
     check_device, check_host = _content_scope(target)
     dev_idx, dev_base, host_idx, host_base = [], [], [], []
     stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
-    while stack:
-        node, seed, depth = stack.pop()
-        n = len(node.key)
-        tokens = list(node.key.token_ids)[:n]
-        hashes, base = _node_hashes(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
-        if check_device and _tensor_len(node.value):
-            dev_idx.append(node.value)
-            dev_base.append(base)
-        if check_host and _tensor_len(node.host_value):
-            host_idx.append(node.host_value)
-            host_base.append(base)
-        last = hashes[-1] if hashes else seed
-        for c in reversed(list(node.children.values())):
-            stack.append((c, last, depth + n))
-    cfg = target.cfg
-    for idx, bases, read in ((dev_idx, dev_base, read_device_kv), (host_idx, host_base, read_host_kv)):
-        if not idx:
-            continue
-        got = read(target, torch.cat(idx) if len(idx) > 1 else idx[0])
-        want = expected_kv_of_base(torch.cat(bases), cfg.layer_count, 1, cfg.head_dim)
+    with torch._C.DisableTorchFunction():
+        while stack:
+            node, seed, depth = stack.pop()
+            n = len(node.key)
+            tokens = list(node.key.token_ids)[:n]
+            hashes, base = _node_hashes(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
+            value, host_value = node.value, node.host_value
+            if check_device and value is not None and value.shape[0]:
+                dev_idx.append(value)
+                dev_base.append(base)
+            if check_host and host_value is not None and host_value.shape[0]:
+                host_idx.append(host_value)
+                host_base.append(base)
+            last = hashes[-1] if hashes else seed
+            for c in reversed(list(node.children.values())):
+                stack.append((c, last, depth + n))
+        cfg = target.cfg
+        width = cfg.head_dim
+        if dev_idx:
+            idx = torch.cat(dev_idx).as_subclass(torch.Tensor).to(torch.int64)
+            pool = target.kv_pool
+            got = [torch.stack([buf[layer].as_subclass(torch.Tensor)[idx] for layer in range(cfg.layer_count)])
+                   for buf in (pool.k_buffer, pool.v_buffer)]
+            want = expected_kv_of_base(torch.cat(dev_base), cfg.layer_count, 1, width)
+            for g, w in zip(got, want):
+                if not torch.equal(target.device.copy_to_host(g).reshape(w.shape), w):
+                    return False
+    if host_idx:
+        with torch._C.DisableTorchFunction():
+            idx = torch.cat(host_idx).as_subclass(torch.Tensor)
+        got = read_host_kv(target, idx)
+        want = expected_kv_of_base(torch.cat(host_base), cfg.layer_count, 1, width)
         for g, w in zip(got, want):
             if not torch.equal(g.reshape(w.shape), w):
                 return False
