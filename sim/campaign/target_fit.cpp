@@ -14,7 +14,9 @@ TargetCapabilities capabilities_of(const Target& target) {
                               .file_store_budget = true,
                               .small_host = true};
   }
-  return TargetCapabilities{};
+  // SGLang's target: PD decode's retract-resume and the sparse index through SGLang's own
+  // MetadataBuffers and NSA pool (python/kvsim/sglang_target/retract.py).
+  return TargetCapabilities{.sparse_index = true, .pd = true};
 }
 
 namespace {
@@ -60,6 +62,23 @@ std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
   if (!can.sparse_index && s.sparse_index_bytes_per_page > 0) {
     s.sparse_index_bytes_per_page = 0;
     off.emplace_back("sparse_index");
+  }
+  if (!target.is_kvsim() && s.sparse_index_bytes_per_page > 0) {
+    // SGLang's NSA pool asserts page_size 64 on CUDA, and HiRadixCache over it is SGLang's
+    // hybrid NSA controller, which the SGLang target does not build: a sparse unit runs on 64-token
+    // pages (pools rounded up) with the device tier only.
+    constexpr int32_t kNsaPage = 64;
+    if (s.cache.page_size != kNsaPage) {
+      s.cache.page_size = kNsaPage;
+      s.cache.device_tokens = (s.cache.device_tokens + kNsaPage - 1) / kNsaPage * kNsaPage;
+      s.cache.host_tokens = (s.cache.host_tokens + kNsaPage - 1) / kNsaPage * kNsaPage;
+      off.emplace_back("sparse_index_page_size");
+    }
+    if (s.cache.hierarchical) {
+      s.cache.hierarchical = false;
+      s.storage = false;
+      off.emplace_back("sparse_index_host_tier");
+    }
   }
   if (!can.pd && s.scheduler.mode == SchedulerMode::kPd) {
     s.scheduler.mode = SchedulerMode::kNormal;
