@@ -9,6 +9,8 @@ resume: new slots for the same positions (evicting first, as SGLang's alloc does
 row rewritten, `load_cpu_copy` — Req.load_kv_cache — and then the resumed request's KV (the
 simulator reads it: verify_resumed), sparse index and metadata are checked."""
 
+import sys
+
 import torch
 
 
@@ -135,6 +137,6 @@ class RetractCalls:
             self.pd.keep_only(set(self.reqs) | set(self.offloaded))
             v = retract_checks.check_metadata(self.pd)
         if v is not None:
-            from kvsim.sglang_target.driver import _Found  # noqa: PLC0415
-            raise _Found(v)
+            # The driver's own _Found (its module is __main__ when run with -m).
+            raise sys.modules[type(self).__module__]._Found(v)
         return {"resumed": True}
