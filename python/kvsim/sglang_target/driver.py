@@ -9,6 +9,7 @@ the `storage` call: storage_steps.py), no randomness."""
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import sys
@@ -734,6 +735,15 @@ def serve_forks(args, out):
     device.install()
     try:
         mods = load_sglang(resolve_source(args.sglang_src), device=device)
+        # The driver's own modules that hello and the calls import: once here, not in every
+        # child (an import there compiles or reads them again: ~0.1 s of each run's start).
+        # (One that fails to import here fails again, with its message, where a child needs it.)
+        for name in ("target", "checks", "content", "requests", "metadata", "hybrid", "hybrid_capabilities",
+                     "retract_checks", "retract_pool"):
+            try:
+                importlib.import_module(f"kvsim.sglang_target.{name}")
+            except ImportError:
+                pass
         _freeze_loaded()
         from kvsim.sglang_target.hybrid_capabilities import capabilities  # noqa: PLC0415
         out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit,
