@@ -195,3 +195,38 @@ def test_size_and_swa_content_checks_catch_planted_faults():
     v = hybrid_checks.check_content(t, nodes)
     assert v is not None and v.invariant == "content" and "SWA" in v.detail, v
     d.close()
+
+
+def _gap_then_reuse(tag):
+    """A decodes past the window (an SWA tombstone at [8, 12), its tail's SWA on device, not
+    backed up); C's SWA demand (SWA pool 32 < FULL 64) tombstones A's first node on device,
+    which keeps a host copy; F reuses all of A. Its deepest node all validators accept is A's
+    tail, and the deepest backed-up node above it is A's first node, whose SWA is host-only."""
+    d = driver(tag)
+    sc = {"cache": dict(SCENARIO["cache"], swa_device_tokens=32)}
+    r = d.handle({"call": "hello", "protocol": 1, "scenario": sc, "seed": 1})
+    assert r["ok"], r
+    A, out = list(range(500, 508)), list(range(600, 624))
+    calls = decode_lifecycle("a", A, out) + lifecycle("c", list(range(300, 308))) + \
+        lifecycle("f", A + out + [901, 902, 903, 904]) + [{"call": "quiescent"}]
+    for c in calls:
+        r = d.handle(c)
+        assert r["ok"], (c, r)
+        if "violation" in r:
+            return d, c, r["violation"]
+    return d, None, None
+
+
+def test_reuse_below_an_swa_gap_keeps_the_prefix_locked_at_seed_002s_fix():
+    d, call, v = _gap_then_reuse(FIX)
+    assert v is None, (call, v)
+    d.close()
+
+
+def test_reuse_below_an_swa_gap_is_caught_at_seed_002s_parent():
+    """The parent anchors the load-back on last_host_node (A's first node) and hands it back as
+    the request's node to lock, so 24 reused tokens go unprotected (lock.prefix_uncovered)."""
+    d, call, v = _gap_then_reuse(PARENT)
+    assert v is not None and v["invariant"] == "lock.prefix_uncovered", (call, v)
+    assert call["call"] == "admit" and call["rid"] == "f"
+    d.close()

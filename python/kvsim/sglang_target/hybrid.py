@@ -183,6 +183,11 @@ class HybridTarget(Target):
             req.swa_evicted_seqlen = 0
         result = self.cache.inc_lock_ref(req.last_node)
         req.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
+        from kvsim.sglang_target.driver import _Found  # noqa: PLC0415
+        from kvsim.sglang_target.hybrid_checks import check_lock_covers_prefix  # noqa: PLC0415
+        v = check_lock_covers_prefix(self, req)
+        if v is not None:
+            raise _Found(v)
         return result
 
     def init_load_back(self, req, mem_quota=None):

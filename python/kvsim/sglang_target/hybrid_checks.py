@@ -14,7 +14,10 @@ cache, not of one revision:
 - quiescence: no component lock or host lock left, no pending write / load, no queued stream op.
 
 The load-back anchor law (every component's match validator accepts the node a load-back starts
-from) is checked where the anchor is chosen: HybridTarget.init_load_back."""
+from) is checked where the anchor is chosen: HybridTarget.init_load_back; the lock-coverage law
+(the node a request locks at admission lies as deep as the prefix it reuses, so every node of
+that prefix is protected from eviction while the request reads it) where it is taken:
+HybridTarget.lock_request."""
 
 import torch
 
@@ -193,6 +196,24 @@ def check_quiescent(target, requests):
     for s in target.device.streams:
         if s.queue:
             return Violation("quiescence", f"{s.name} still has {len(s.queue)} queued ops")
+    return None
+
+
+def check_lock_covers_prefix(target, req):
+    """A request reuses len(req.prefix_indices) tokens of the tree and locks req.last_node: the
+    locked path (root .. last_node) must hold that many tokens, or part of the prefix it reads is
+    unprotected and may be evicted and reused under it."""
+    depth = 0
+    node = req.last_node
+    while node is not None and node is not target.cache.root_node:
+        depth += len(node.key)
+        node = node.parent
+    reused = len(req.prefix_indices)
+    if depth < reused:
+        return Violation("lock.prefix_uncovered",
+                         f"request {req.rid} reuses {reused} tokens of the tree but locks node "
+                         f"{req.last_node.id} at depth {depth}: {reused - depth} tokens of its prefix are "
+                         "not protected from eviction")
     return None
 
 
