@@ -280,7 +280,7 @@ bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
       s = shadow_->cache->compute(r, target, oom);
     }
     if (s) shadow_computed_[r.rid] = std::max(computed, target);
-    if (s && computed < std::min(target, r.prompt_len) &&
+    if (s && primary_->core == nullptr && computed < std::min(target, r.prompt_len) &&
         ctx_.scenario.scheduler.mode != SchedulerMode::kPd) {
       cache_unfinished(r, target);
     }
