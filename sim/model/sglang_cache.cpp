@@ -249,6 +249,9 @@ class SglangCache final : public CacheUnderTest {
   }
 
   nlohmann::json call(const nlohmann::json& request) {
+    // After a violation the driver accepts only 'bye': the rest of the op that found it (an
+    // admit's model read, a resumed request's read) is not sent, and the run ends after the op.
+    if (violated_) return nlohmann::json::object();
     nlohmann::json reply = driver_->call(request);
     if (!reply.value("ok", false)) {
       const std::string error = reply.value("error", std::string("(no error given)"));
@@ -268,6 +271,7 @@ class SglangCache final : public CacheUnderTest {
       }
     }
     if (const auto it = reply.find("violation"); it != reply.end() && it->is_object()) {
+      violated_ = true;
       ctx_.fail(it->value("invariant", std::string("sglang.driver")),
                 it->value("detail", std::string()));
     }
@@ -281,6 +285,7 @@ class SglangCache final : public CacheUnderTest {
   bool storage_ = false;
   bool storage_reads_ = false;
   bool loads_queued_ = false;
+  bool violated_ = false;  // the driver reported a violation (call)
   int64_t budget_ = 0;
   std::map<std::string, int64_t> decisions_;  // take_decisions
 };
