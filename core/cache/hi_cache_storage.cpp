@@ -163,6 +163,7 @@ bool HiCache::storage_query_step() {
       op.state = PrefetchOp::State::kRevoked;
     } else {
       KV_PROBE_IF(hit_pages < op.hashes.size(), st_query_partial_hit);
+      KV_PROBE_IF(op.ns != 0, st_query_hit_namespace);
       op.hashes.resize(hit_pages);
       op.state = PrefetchOp::State::kHit;
     }

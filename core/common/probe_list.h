@@ -29,6 +29,9 @@
   X(ctl_loads_merged, "core/tiers/cache_controller.cpp", "several queued load-backs are issued as one batch with one ack", "") \
   X(ctl_side_transfers_merged, "core/tiers/cache_controller.cpp", "two queued loads carry the same side pool and their transfers are merged", "") \
   X(ctl_aux_only_load, "core/tiers/cache_controller.cpp", "a load batch carries side-pool data only (no full-attention KV)", "") \
+  /* core/tiers: the storage backends' budgets */ \
+  X(store_memory_budget_evicts, "core/tiers/memory_storage.cpp", "a memory store evicts its least recently used page to fit a new one in its budget", "") \
+  X(store_file_budget_evicts, "core/tiers/file_storage.cpp", "a file store evicts its least recently used page to fit a new one in its byte budget", "") \
   /* core/cache: HiCache */ \
   X(cache_alloc_host_evicts, "core/cache/hi_cache.cpp", "a host allocation evicts host-only leaves to make room", "") \
   X(cache_alloc_host_fails, "core/cache/hi_cache.cpp", "a host allocation fails even after host eviction", "") \
@@ -59,6 +62,7 @@
   X(st_prefetch_rate_limited, "core/cache/hi_cache_storage.cpp", "a prefetch is refused: prefetch capacity is in use", "") \
   X(st_query_revoked, "core/cache/hi_cache_storage.cpp", "a prefetch is revoked: storage holds less than the threshold", "") \
   X(st_query_partial_hit, "core/cache/hi_cache_storage.cpp", "storage holds a prefix of the prefetch only", "") \
+  X(st_query_hit_namespace, "core/cache/hi_cache_storage.cpp", "storage holds pages of a prefetch in a namespace other than the default (hashes seeded by the namespace)", "") \
   X(st_prefetch_shrunk, "core/cache/hi_cache_storage.cpp", "a prefetch is shrunk to fit the free host slots", "") \
   X(st_prefetch_no_host, "core/cache/hi_cache_storage.cpp", "a prefetch is revoked: no host room worth a prefetch", "") \
   X(st_read_fails_mid_prefetch, "core/cache/hi_cache_storage.cpp", "a storage read fails after part of the prefetch was read", "") \

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 #include "core/tiers/page_hash.h"
 #include "core/tiers/sha256.h"
 
@@ -396,6 +397,7 @@ StorageStatus FileStorage::set(const PageDigest& key, std::span<const std::byte>
     forget(key);  // a damaged file under this name is about to be replaced
     while (known_bytes_ + file_bytes > options_.capacity_bytes && !lru_.empty()) {
       const PageDigest victim = lru_.begin()->second;
+      KV_PROBE(store_file_budget_evicts);
       remove(victim);
       ++evictions_;
     }

@@ -1,6 +1,7 @@
 #include "core/tiers/memory_storage.h"
 
 #include "core/common/assert.h"
+#include "core/common/probe.h"
 
 namespace kvsim {
 namespace {
@@ -33,6 +34,7 @@ StorageStatus MemoryStorage::set(const PageDigest& key, std::span<const std::byt
          (capacity_bytes_ != 0 && bytes_ + payload.size() > capacity_bytes_)) {
     KV_ASSERT(!lru_.empty(), "a full MemoryStorage has a least recently used page");
     const PageDigest victim = lru_.begin()->second;  // a copy: remove() erases the entry
+    KV_PROBE(store_memory_budget_evicts);
     remove(victim);
     ++evictions_;
   }

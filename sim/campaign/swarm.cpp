@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "sim/base/rng.h"
+#include "sim/campaign/covering_array.h"
 
 namespace kvsim::sim {
 namespace {
@@ -22,11 +23,23 @@ int64_t largest_request(const WorkloadOptions& w) {
   return w.system_prompt_tokens + w.prompt_max * 4 + w.output_max;
 }
 
-void draw_workload(Rng& rng, WorkloadOptions& w) {
-  w.kind = pick(
-      rng, {WorkloadKind::kMixed, WorkloadKind::kSharedPrompt, WorkloadKind::kMultiTurn,
-            WorkloadKind::kAgentic, WorkloadKind::kUniform, WorkloadKind::kFork,
-            WorkloadKind::kAdversarial, WorkloadKind::kAdversarial, WorkloadKind::kAdversarial});
+// The workload kind of a tree shape (covering array factor tree_shape): wide fan-out under
+// shared system prompts, deep chains of turns, forks and adversarial shapes, or a mix.
+WorkloadKind draw_kind(Rng& rng, size_t tree_shape) {
+  switch (tree_shape) {
+    case 0:
+      return WorkloadKind::kSharedPrompt;
+    case 1:
+      return pick(rng, {WorkloadKind::kMultiTurn, WorkloadKind::kAgentic});
+    case 2:
+      return pick(rng, {WorkloadKind::kFork, WorkloadKind::kAdversarial, WorkloadKind::kAdversarial});
+    default:
+      return pick(rng, {WorkloadKind::kMixed, WorkloadKind::kUniform});
+  }
+}
+
+void draw_workload(Rng& rng, const std::vector<size_t>& row, WorkloadOptions& w) {
+  w.kind = draw_kind(rng, row[kFactorTreeShape]);
   w.requests = rng.between(20, 120);
   w.arrival_rate = pick(rng, {0.1, 0.5, 1.0, 2.0, 4.0});
   w.prompt_min = rng.between(1, 16);
@@ -37,19 +50,29 @@ void draw_workload(Rng& rng, WorkloadOptions& w) {
   w.system_prompts = rng.between(1, 6);
   w.system_prompt_tokens = rng.between(1, 96);
   w.sessions = rng.between(1, 16);
-  w.namespaces = rng.chance(0.5) ? 1 : rng.between(2, 4);
-  w.cross_namespace = w.namespaces > 1 && rng.chance(0.6);
+  w.namespaces = row[kFactorNamespaces] == 0 ? 1 : rng.between(2, 4);
+  w.cross_namespace = row[kFactorNamespaces] == 2;
   // Small vocabularies make unrelated prompts share prefixes of a few tokens.
   w.vocab = rng.chance(0.3) ? rng.between(2, 12) : (rng.chance(0.3) ? rng.between(13, 500) : 50000);
   w.burst = rng.chance(0.3) ? rng.between(2, 16) : 1;
 }
 
-// The storage tier as users configure it: SGLang's defaults, or a byte budget smaller than the
-// working set, small I/O batches, short prefetch timeouts, a tight prefetch share of the host
-// pool; a file store (a private temporary directory) sometimes.
-void draw_storage(Rng& rng, Scenario& s) {
+// The storage tier as users configure it (covering array factor storage: none, memory,
+// memory_budget, file_budget): SGLang's defaults or small I/O batches, short prefetch timeouts,
+// a tight prefetch share of the host pool; a byte budget smaller than the working set, so the
+// store evicts (storage.budget_order); a file store in a private temporary directory.
+void draw_storage(Rng& rng, size_t level, Scenario& s) {
   HiCacheOptions& c = s.cache;
-  if (rng.chance(0.5)) return;  // the defaults
+  s.storage = level != 0;
+  if (level == 0) return;
+  if (level >= 2) {
+    // Roughly 4 to 64 (memory) or 256 (file) pages of KV (aux bytes make a stored page
+    // somewhat larger).
+    const int64_t page_bytes = c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
+    s.store.capacity_bytes = rng.between(4, level == 2 ? 64 : 256) * page_bytes;
+  }
+  if (level == 3) s.store.backend = StorageKind::kFile;
+  if (rng.chance(0.5)) return;  // SGLang's defaults otherwise
   c.storage_batch_pages = pick<int64_t>(rng, {1, 2, 3, 8, 128});
   c.prefetch_capacity_fraction = pick(rng, {0.1, 0.25, 0.5, 1.0});
   if (rng.chance(0.5)) {
@@ -57,12 +80,20 @@ void draw_storage(Rng& rng, Scenario& s) {
     c.prefetch_timeout_per_ki_token_ticks = pick<uint64_t>(rng, {0, 10, 100});
     c.prefetch_timeout_max_ticks = pick<uint64_t>(rng, {10, 1000, 30000});
   }
-  if (rng.chance(0.4)) {
-    // Roughly 4 to 256 pages of KV (aux bytes make a stored page somewhat larger).
-    const int64_t page_bytes = c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
-    s.store.capacity_bytes = rng.between(4, 256) * page_bytes;
+}
+
+// Page sizes by covering array level: one, odd, a small power of two, large.
+int32_t draw_page_size(Rng& rng, size_t level) {
+  switch (level) {
+    case 0:
+      return 1;
+    case 1:
+      return pick(rng, {3, 5});
+    case 2:
+      return pick(rng, {2, 4, 4, 8});
+    default:
+      return pick(rng, {16, 32, 64});
   }
-  if (rng.chance(0.15)) s.store.backend = StorageKind::kFile;
 }
 
 }  // namespace
@@ -113,17 +144,23 @@ Scenario draw_scenario(uint64_t seed) {
   HiCacheOptions& c = s.cache;
   SchedulerOptions& o = s.scheduler;
 
-  o.mode = rng.chance(0.12) ? SchedulerMode::kPd : SchedulerMode::kNormal;
-  draw_workload(rng, s.workload);
-  c.page_size = pick(rng, {1, 1, 2, 3, 4, 4, 5, 8, 16, 32, 64});
+  // The feature settings the covering array gives this seed (covering_array.h); the rest is
+  // drawn on the seed's own coins.
+  const std::vector<size_t>& row = swarm_row(seed);
+  const size_t components = row[kFactorComponents];  // full, swa, mamba, swa_mamba, pd
+  o.mode = components == 4 ? SchedulerMode::kPd : SchedulerMode::kNormal;
+  draw_workload(rng, row, s.workload);
+  c.page_size = draw_page_size(rng, row[kFactorPage]);
   const int64_t page = c.page_size;
   c.layer_count = static_cast<int32_t>(rng.between(1, 3));
   c.item_bytes = pick<size_t>(rng, {8, 16, 24});
-  c.hierarchical = !rng.chance(0.08);
+  // A storage tier needs the host tier.
+  c.hierarchical = row[kFactorStorage] != 0 || !rng.chance(0.08);
   c.host_layout = rng.chance(0.5) ? KVLayout::kPageFirst : KVLayout::kLayerFirst;
-  c.write_policy = pick(rng, {WritePolicy::kWriteThrough, WritePolicy::kWriteThroughSelective,
-                              WritePolicy::kWriteBack});
-  c.eviction_policy = rng.chance(0.8) ? EvictionPolicy::kLru : EvictionPolicy::kLfu;
+  constexpr WritePolicy kPolicies[] = {WritePolicy::kWriteThrough,
+                                       WritePolicy::kWriteThroughSelective, WritePolicy::kWriteBack};
+  c.write_policy = kPolicies[row[kFactorWritePolicy]];
+  c.eviction_policy = row[kFactorEviction] == 0 ? EvictionPolicy::kLru : EvictionPolicy::kLfu;
   c.load_back_threshold_tokens = pick<int64_t>(rng, {0, 1, page, 4, 8, 64});
 
   o.max_running = pick<int64_t>(rng, {1, 2, 4, 8, 16});
@@ -139,13 +176,17 @@ Scenario draw_scenario(uint64_t seed) {
   o.batch_load_backs = rng.chance(0.5);
   o.load_back_quota = rng.chance(0.3);
 
-  // Pools, from starved (the largest request fits once) to roomy; the host pool is smaller
-  // than the device pool sometimes.
+  // Pools (covering array factor pressure): starved (the largest request fits about once),
+  // roomy, or a host pool smaller than the device pool.
   const int64_t largest = largest_request(s.workload);
-  const double device_factor = pick(rng, {1.0, 1.0, 1.3, 2.0, 4.0, 8.0});
+  const size_t pressure = row[kFactorPressure];
+  const double device_factor = pressure == 0   ? pick(rng, {1.0, 1.0, 1.3})
+                               : pressure == 1 ? pick(rng, {2.0, 4.0, 8.0})
+                                               : pick(rng, {1.0, 1.3, 2.0, 4.0, 8.0});
   c.device_tokens =
       round_up(static_cast<int64_t>(static_cast<double>(largest) * device_factor), page);
-  const double host_factor = pick(rng, {0.1, 0.25, 0.5, 1.0, 2.0, 4.0});
+  const double host_factor =
+      pressure == 2 ? pick(rng, {0.1, 0.25, 0.5}) : pick(rng, {1.0, 2.0, 4.0});
   c.host_tokens =
       round_up(static_cast<int64_t>(static_cast<double>(c.device_tokens) * host_factor), page);
 
@@ -153,7 +194,6 @@ Scenario draw_scenario(uint64_t seed) {
   if (o.mode == SchedulerMode::kPd) {
     if (rng.chance(0.6)) s.sparse_index_bytes_per_page = pick<int64_t>(rng, {8, 32, 64});
   } else {
-    const uint64_t components = rng.below(4);  // 0 full, 1 SWA, 2 Mamba, 3 SWA + Mamba
     if (components == 1 || components == 3) {
       // Mostly a few pages; sometimes longer than most prompts, so a window reaches the root.
       c.swa_window_tokens = rng.chance(0.25)
@@ -168,17 +208,18 @@ Scenario draw_scenario(uint64_t seed) {
       c.mamba_layer_count = static_cast<int32_t>(rng.between(1, 3));
       c.mamba_state_bytes = pick<size_t>(rng, {8, 32, 64});
     }
-    s.storage = rng.chance(0.3);
     c.prefetch_threshold_tokens = pick<int64_t>(rng, {0, 1, page, 16, 256});
     c.prefetch_stop_policy =
         pick(rng, {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
                    PrefetchStopPolicy::kTimeout});
-    draw_storage(rng, s);
+    draw_storage(rng, row[kFactorStorage], s);
   }
 
-  s.faults.enabled = !rng.chance(0.1);
-  s.faults.site_probability = pick(rng, {0.25, 0.5, 0.5, 1.0});
-  s.faults.fire_probability = pick(rng, {0.05, 0.2, 0.5});
+  // Faults (covering array factor faults): off, sparse (few sites, rarely fired), dense.
+  const size_t faults = row[kFactorFaults];
+  s.faults.enabled = faults != 0;
+  s.faults.site_probability = faults == 1 ? 0.25 : pick(rng, {0.5, 1.0});
+  s.faults.fire_probability = faults == 1 ? pick(rng, {0.05, 0.2}) : pick(rng, {0.2, 0.5});
   s.check.full_every = 1;
   s.check.content = true;
   repair(s);

@@ -4,8 +4,10 @@
 // than the device pool sometimes), write policy, host layout, components (full attention, SWA,
 // Mamba, both, a PD decode instance with or without a sparse index buffer), storage and its
 // policies, the load-back threshold, 1-4 namespaces, the workload mix (adversarial generators
-// included) and the fault sites. Each seed leaves most features out, so the features it keeps
-// interact often.
+// included) and the fault sites. The main features (storage, namespaces, components, faults,
+// tree shape, page size, write and eviction policy, pool pressure) come from a covering array
+// (covering_array.h): every pair of their settings, and chosen triples, meet within
+// swarm_covering_array().rows() consecutive swarm seeds; the rest is drawn on the seed's coins.
 //
 // The drawn scenario is an ordinary Scenario: it goes into the trace header, so replay and
 // shrink work unchanged. Every draw is valid (parse_scenario accepts its JSON): the draw picks

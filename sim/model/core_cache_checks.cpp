@@ -35,6 +35,10 @@ void KvsimCoreCache::check_after_op(bool may_change_cache) {
       fail("storage.contract", *storage_->faults().contract_broken());
       return;
     }
+    if (const auto wrong = storage_->faults().budget_order_broken()) {
+      fail("storage.budget_order", *wrong);
+      return;
+    }
     if (const std::string wrong = storage_stats_disagree(); !wrong.empty()) {
       fail("storage.stats", wrong);
       return;

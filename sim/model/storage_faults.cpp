@@ -165,6 +165,7 @@ size_t FaultyStorage::batch_exists(std::span<const PageDigest> keys) {
 
 void FaultyStorage::remove(const PageDigest& key) {
   inner_.remove(key);
+  if (budget_) budget_->removed(key);
   shadow_.erase(key);
 }
 
@@ -193,12 +194,14 @@ StorageStatus FaultyStorage::faulty_get(const PageDigest& key, std::vector<std::
   if (skip_reads_ > 0) {
     --skip_reads_;
     const StorageStatus status = inner_.get(key, out);
+    if (budget_) budget_->after_get(key, status);
     check_read(key, status, *out);
     return status;
   }
   if (take(StorageFault::kReadError)) return StorageStatus::kIoError;
   if (take(StorageFault::kVanish)) {
     inner_.remove(key);
+    if (budget_) budget_->removed(key);
     shadow_.erase(key);
   }
   if (take(StorageFault::kCorrupt)) {
@@ -208,6 +211,7 @@ StorageStatus FaultyStorage::faulty_get(const PageDigest& key, std::vector<std::
     }
   }
   const StorageStatus status = inner_.get(key, out);
+  if (budget_) budget_->after_get(key, status);
   check_read(key, status, *out);
   if (status == StorageStatus::kOk && !out->empty() && take(StorageFault::kWrongSize)) {
     out->pop_back();
@@ -225,8 +229,10 @@ StorageStatus FaultyStorage::set(const PageDigest& key, std::span<const std::byt
 StorageStatus FaultyStorage::faulty_set(const PageDigest& key, std::span<const std::byte> payload) {
   if (take(StorageFault::kWriteError)) return StorageStatus::kIoError;
   const bool fresh = armed_ == StorageFault::kTornWrite && !inner_.exists(key);
+  if (budget_) budget_->before_set(key, payload.size());
   const StorageStatus status = inner_.set(key, payload);
   if (status != StorageStatus::kOk) stop_if_out_of_space(payload.size());
+  if (budget_) budget_->after_set(key, payload.size(), status);
   if (exact_) {
     if (status != StorageStatus::kOk) {
       breach("set(" + key_text(key) + ") returned " + std::string(to_string(status)) +

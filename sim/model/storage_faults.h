@@ -31,12 +31,14 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/tiers/storage_backend.h"
+#include "sim/model/storage_budget_reference.h"
 
 namespace kvsim::sim {
 
@@ -92,6 +94,15 @@ class FaultyStorage final : public StorageBackend {
   // The first breach of the backend's contract the shadow saw (nullopt: none, or not exact).
   const std::optional<std::string>& contract_broken() const { return broken_; }
   const StorageCallCounts& calls() const { return calls_; }
+  // Compares the inner store's budget evictions with a reference from now on (a store that
+  // starts empty); the first divergence is budget_order_broken() (invariant
+  // storage.budget_order).
+  void check_budget_order(std::unique_ptr<BudgetOrderCheck> check) {
+    budget_ = std::move(check);
+  }
+  std::optional<std::string> budget_order_broken() const {
+    return budget_ ? budget_->broken() : std::nullopt;
+  }
   size_t page_count() const override { return inner_.page_count(); }
   Usage usage() const override { return inner_.usage(); }
 
@@ -122,6 +133,7 @@ class FaultyStorage final : public StorageBackend {
   StorageFault armed_ = StorageFault::kNone;
   uint32_t skip_reads_ = 0;
   std::array<uint64_t, kStorageFaults> injected_{};
+  std::unique_ptr<BudgetOrderCheck> budget_;  // null: no budget-order check
 };
 
 }  // namespace kvsim::sim

@@ -232,8 +232,22 @@ StorageTier::StorageTier(const Scenario& s) {
     base_ = std::move(file);
   }
   // The contract shadow is exact when the store starts empty and has no budget to evict by.
-  faulty_ =
-      std::make_unique<FaultyStorage>(*base_, o.capacity_bytes == 0 && base_->page_count() == 0);
+  const bool starts_empty = base_->page_count() == 0;
+  faulty_ = std::make_unique<FaultyStorage>(*base_, o.capacity_bytes == 0 && starts_empty);
+  // The budget's eviction order against its reference, when the reference can know every page
+  // (storage.budget_order): a memory store, or a file store that starts empty.
+  if (starts_empty) {
+    const auto capacity = static_cast<uint64_t>(o.capacity_bytes);
+    if (auto* mem = dynamic_cast<MemoryStorage*>(base_.get())) {
+      faulty_->check_budget_order(std::make_unique<BudgetOrderCheck>(
+          *base_, StorageBudgetReference(capacity, mem->capacity_pages(), 0),
+          [mem] { return mem->evictions(); }));
+    } else if (auto* file = dynamic_cast<FileStorage*>(base_.get())) {
+      faulty_->check_budget_order(std::make_unique<BudgetOrderCheck>(
+          *base_, StorageBudgetReference(capacity, 0, FileStorage::kHeaderBytes),
+          [file] { return file->evictions(); }));
+    }
+  }
 }
 
 StorageRunStats StorageTier::summary(const HiCacheStats& c) const {
