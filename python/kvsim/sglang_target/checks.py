@@ -137,12 +137,12 @@ def _slots_ok_batched(target, nodes, requests):
         owned += [rows[req.req_pool_idx, req.cache_protected_len: req.kv_allocated_len]
                   for req in requests if req.req_pool_idx is not None]
         owned += [held for held in target.held_device if held is not None]
-        owned = [o.as_subclass(torch.Tensor).reshape(-1).to(torch.int64) for o in owned]
         parts = []
         if owned:
-            lengths = torch.tensor([o.shape[0] for o in owned], dtype=torch.int64)
+            lengths = torch.tensor([o.numel() for o in owned], dtype=torch.int64)
             owner = torch.repeat_interleave(torch.arange(len(owned), dtype=torch.int64), lengths)
-            pages = torch.div(torch.cat(owned), ps, rounding_mode="floor")
+            # (1-D index tensors: a cat of anything else raises, and the walk below reports)
+            pages = torch.div(torch.cat(owned).to(torch.int64), ps, rounding_mode="floor")
             # one entry per (owner, page): an owner holding several slots of a page owns it once
             pairs = torch.unique(pages * len(owned) + owner)
             parts.append(torch.div(pairs, len(owned), rounding_mode="floor"))
@@ -257,7 +257,7 @@ def _node_hashes(ns, seed, depth, tokens):
     key = (ns, seed, depth, tuple(tokens))
     got = _HASH_MEMO.get(key)
     if got is None:
-        padded = [0] * depth + tokens
+        padded = [0] * depth + list(tokens)
         hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
         if len(_HASH_MEMO) >= _HASH_MEMO_CAP:
             _HASH_MEMO.clear()
@@ -301,7 +301,7 @@ def _content_full_batched(target):
         while stack:
             node, seed, depth = stack.pop()
             n = len(node.key)
-            tokens = list(node.key.token_ids)[:n]
+            tokens = node.key.token_ids[:n]
             hashes, base = _node_hashes(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
             value, host_value = node.value, node.host_value
             if check_device and value is not None and value.shape[0]:

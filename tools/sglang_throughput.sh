@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Throughput of the SGLang target (SGLang's own HiRadixCache driven by kvsim, docs/sglang-hunt.md)
+# against kvsim's core on the same hunt units: the same swarm seeds 1..UNITS, each drawn scenario
+# fitted to its target (sim/campaign/target_fit.cpp), run one after another on one core (-j 1).
+#
+#   tools/sglang_throughput.sh [UNITS] [SGLANG_SRC]      (defaults: 6, bundle:sglang-6ed5780c4f)
+#
+# Prints per target: units, ops, wall seconds, ops/s and units per minute (wall clock, with the
+# fork server: one driver start per kvsim process); then, with KVSIM_SGLANG_FORK=0 (a driver
+# process per unit, so that its CPU time is counted), the CPU seconds of kvsim plus its drivers,
+# driver starts included. Wall figures on a shared machine depend on its load (printed).
+# Needs /usr/bin/python3 with torch and the SGLang bundle (../shared/sglang) for bundle: sources.
+# KVSIM=path/to/kvsim (default: build/default/tools/kvsim).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KVSIM="${KVSIM:-$ROOT/build/default/tools/kvsim}"
+UNITS="${1:-6}"
+SRC="${2:-bundle:sglang-6ed5780c4f}"
+[ -x "$KVSIM" ] || { echo "build kvsim first ($KVSIM), or set KVSIM" >&2; exit 2; }
+command -v jq >/dev/null || { echo "needs jq" >&2; exit 2; }
+export KVSIM_SOURCE_DIR="${KVSIM_SOURCE_DIR:-$ROOT}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/no-scenarios"  # no named scenarios: every unit is a swarm unit
+
+hunt() {  # hunt NAME [flags...] -> NAME.json, NAME.time (user sys wall)
+  local name="$1"; shift
+  /usr/bin/time -f "%U %S %e" -o "$WORK/$name.time" "$KVSIM" hunt --units "$UNITS" --time-budget 0 -j 1 \
+    --no-shrink --json --scenarios "$WORK/no-scenarios" --trace-dir "$WORK/$name" "$@" \
+    >"$WORK/$name.json" 2>"$WORK/$name.err" || [ $? -eq 1 ]  # 1: a failure found (still timed)
+}
+
+report() {  # report NAME LABEL
+  local units ops wall failures
+  units=$(jq -r '.hunt.units' "$WORK/$1.json"); ops=$(jq -r '.hunt.ops' "$WORK/$1.json")
+  wall=$(jq -r '.hunt.wall_s' "$WORK/$1.json"); failures=$(jq -r '.hunt.failures | length' "$WORK/$1.json")
+  awk -v l="$2" -v u="$units" -v o="$ops" -v w="$wall" -v f="$failures" 'BEGIN {
+    printf "%-28s %3d units %7d ops %8.2f s wall  %9.0f ops/s  %7.1f units/min  (%d failures)\n",
+           l, u, o, w, o / w, u * 60 / w, f }'
+}
+
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); kvsim: $KVSIM; SGLang: $SRC; swarm seeds 1..$UNITS"
+hunt core
+report core "kvsim's core"
+hunt sglang --target sglang --sglang-src "$SRC"
+report sglang "SGLang's cache (fork server)"
+KVSIM_SGLANG_FORK=0 hunt sglang_cpu --target sglang --sglang-src "$SRC"
+read -r cu cs cw <"$WORK/core.time"; read -r su ss sw <"$WORK/sglang_cpu.time"
+units=$(jq -r '.hunt.units' "$WORK/sglang_cpu.json"); ops=$(jq -r '.hunt.ops' "$WORK/sglang_cpu.json")
+awk -v u="$units" -v o="$ops" -v c="$(echo "$su + $ss" | bc)" -v k="$(echo "$cu + $cs" | bc)" 'BEGIN {
+  printf "CPU: kvsim core %.2f s; SGLang %.2f s for %d units (a driver start each): %.0f ops/s, %.1f units/min per core\n",
+         k, c, u, o / c, u * 60 / c }'
