@@ -107,54 +107,77 @@ def _read_swa_kv(target, swa_slots):
             torch.stack([pool.v_buffer[i][idx].cpu() for i in range(target.cfg.layer_count)]))
 
 
-def _compare_swa(what, got, hashes, target):
-    from kvsim.sglang_target.hybrid import expected_swa_kv  # noqa: PLC0415
-    want_k, want_v = expected_swa_kv(target, hashes)
-    for name, g, w in (("K", got[0], want_k), ("V", got[1], want_v)):
-        g = g.reshape(w.shape)
-        if not torch.equal(g, w):
-            bad = (g != w).reshape(w.shape[0], w.shape[1], -1).any(dim=2).any(dim=0).nonzero().flatten()
-            return Violation("content", f"{what}: SWA {name} bytes of {len(bad)} of {len(hashes)} positions "
-                                        f"differ from the content function (first at offset {int(bad[0])})")
-    return None
-
-
 def check_content(target, nodes):
     """FULL component bytes on device and host, and SWA bytes on device, equal the content
-    oracle's."""
-    from kvsim.sglang_target.content import prefix_hashes  # noqa: PLC0415
+    oracle's. Batched: one read and one comparison per kind of value; a difference is then
+    named by its node."""
     t = target
     cc = t.controller
     full = t.component_types.FULL
+    swa = t.component_types.SWA if t.kind == "swa" else None
     check_device = not cc.load_queue and not cc.load_stream.queue
     check_host = not cc.write_queue and not cc.write_stream.queue
+    kinds = {"device KV": [], "host KV": [], "device SWA KV": []}  # name -> [(node, slots, base)]
     root = t.cache.root_node
     stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
     while stack:
         node, seed, depth = stack.pop()
         tokens = list(node.key.token_ids)[: len(node.key)]
-        ns = checks.ns_of_extra_key(node.key.extra_key)
-        padded = [0] * depth + tokens
-        hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
+        hashes, base = checks._node_hashes(checks.ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
         cd = node.component_data[full]
         if check_device and cd.value is not None and len(cd.value):
-            v = checks.compare(f"node {node.id} device KV", checks.read_device_kv(t, cd.value), hashes, t)
-            if v:
-                return v
-        swa = t.component_types.SWA if t.kind == "swa" else None
+            kinds["device KV"].append((node, cd.value, base))
+        if check_host and cd.host_value is not None and len(cd.host_value) and not _is_device(cd.host_value):
+            kinds["host KV"].append((node, cd.host_value, base))
         sd = node.component_data[swa] if swa is not None else None
         if check_device and sd is not None and sd.value is not None and len(sd.value):
-            v = _compare_swa(f"node {node.id} device SWA KV", _read_swa_kv(t, sd.value), hashes, t)
-            if v:
-                return v
-        if check_host and cd.host_value is not None and len(cd.host_value) and not _is_device(cd.host_value):
-            v = checks.compare(f"node {node.id} host KV", checks.read_host_kv(t, cd.host_value), hashes, t)
-            if v:
-                return v
+            kinds["device SWA KV"].append((node, sd.value, base))
         last = hashes[-1] if hashes else seed
         for c in reversed(list(node.children.values())):
             stack.append((c, last, depth + len(tokens)))
+    for name, items in kinds.items():
+        if items:
+            v = _compare_batch(t, name, items)
+            if v:
+                return v
     return None
+
+
+def _read(target, name, slots):
+    if name == "device KV":
+        return checks.read_device_kv(target, slots)
+    if name == "host KV":
+        return checks.read_host_kv(target, slots)
+    return _read_swa_kv(target, slots)
+
+
+def _expected(target, name, base):
+    from kvsim.sglang_target.content import expected_kv_of_base  # noqa: PLC0415
+    lc = target.cfg.layer_count
+    if name == "device SWA KV":
+        k, v = expected_kv_of_base(base, 2 * lc, 1, target.cfg.head_dim)
+        return k[lc:], v[lc:]
+    return expected_kv_of_base(base, lc, 1, target.cfg.head_dim)
+
+
+def _compare_batch(target, name, items):
+    slots = torch.cat([s.to(torch.int64) for _, s, _ in items])
+    got = _read(target, name, slots)
+    want = _expected(target, name, torch.cat([b for _, _, b in items]))
+    if all(torch.equal(g.reshape(w.shape), w) for g, w in zip(got, want)):
+        return None
+    off = 0
+    for node, s, base in items:  # name the first node that differs
+        n = len(base)
+        for label, g, w in (("K", got[0], want[0]), ("V", got[1], want[1])):
+            gs = g[:, off:off + n].reshape(w[:, off:off + n].shape)
+            ws = w[:, off:off + n]
+            if not torch.equal(gs, ws):
+                bad = (gs != ws).reshape(ws.shape[0], ws.shape[1], -1).any(dim=2).any(dim=0).nonzero().flatten()
+                return Violation("content", f"node {node.id} {name}: {label} bytes of {len(bad)} of {n} positions "
+                                            f"differ from the content function (first at offset {int(bad[0])})")
+        off += n
+    return Violation("content", f"{name}: bytes differ from the content function")
 
 
 def check_hybrid(driver, call):
