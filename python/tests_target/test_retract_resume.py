@@ -5,6 +5,9 @@ snapshot and at seed 003's fix; at seed 003's parent each half of the seed is ca
 that holds for any correct cache (the resumed request's sparse index; metadata shared between
 live requests)."""
 
+import os
+import subprocess
+
 import pytest
 from sglang_src import cache_dir, sglang_checkout, target
 
@@ -139,3 +142,37 @@ def test_sparse_needs_page_64():
     scenario["cache"]["page_size"] = 4
     r = d.handle({"call": "hello", "protocol": 1, "scenario": scenario, "seed": 1})
     assert r["ok"] is False and "page_size 64" in r["error"]
+
+
+# ---- shrunk traces of the blind finds, replayed by kvsim (needs the built binary) ----------------
+_TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "retract_traces")
+
+
+def _kvsim():
+    exe = os.path.join(os.environ.get("KVSIM_BUILD_DIR", ""), "tools", "kvsim")
+    if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
+        pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
+    return exe
+
+
+def _replay(trace, tag):
+    sglang_checkout(tag)
+    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    return subprocess.run([_kvsim(), "replay", os.path.join(_TRACES, trace), "--sglang-src", f"bundle:{tag}",
+                           "--expect-clean"], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("trace,invariant", [("seed003_metadata.trace.jsonl", "metadata.isolation"),
+                                             ("seed003_sparse_index.trace.jsonl", "content")])
+def test_seed003_traces_fail_at_parent_and_pass_at_newest(trace, invariant):
+    """Each trace is a blind find at seed 003's parent (the sparse one from swarm seed 13), shrunk:
+    it fails there with its invariant, and SGLang's newest snapshot replays it clean."""
+    parent = _replay(trace, SEED003)
+    assert parent.returncode == 1 and f"VIOLATION of {invariant}" in parent.stdout + parent.stderr, parent
+    newest = _replay(trace, NEWEST)
+    assert newest.returncode == 0, newest.stdout + newest.stderr
+
+
+def test_seed003_metadata_trace_clean_at_fix():
+    r = _replay("seed003_metadata.trace.jsonl", FIX003)
+    assert r.returncode == 0, r.stdout + r.stderr
