@@ -106,6 +106,10 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
   }
   const size_t k = spec_.factors.size();
   Rng rng = rng_stream(0x5eed, "covering-array");
+  // How many rows so far use each level: a tie goes to the least used level, so the factors
+  // that no triple drives still spread over their levels (not the lowest level in most rows).
+  std::vector<std::vector<size_t>> used(k);
+  for (size_t f = 0; f < k; ++f) used[f].assign(spec_.factors[f].levels.size(), 0);
   while (true) {
     // The first uncovered combination seeds the row.
     std::vector<size_t> row(k, kUnset);
@@ -139,7 +143,8 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
           for (size_t gf : g.factors) has_f = has_f || gf == f;
           if (has_f && filled(g, row) && !g.covered[combination_index(g, spec_, row)]) ++gain;
         }
-        if (best == kUnset || gain > best_gain) {
+        if (best == kUnset || gain > best_gain ||
+            (gain == best_gain && used[f][level] < used[f][best])) {
           best = level;
           best_gain = gain;
         }
@@ -148,6 +153,7 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
       row[f] = best;
     }
     for (Group& g : groups) g.covered[combination_index(g, spec_, row)] = true;
+    for (size_t f = 0; f < k; ++f) ++used[f][row[f]];
     rows_.push_back(std::move(row));
   }
   // An odd count: seeds stepping by 2 visit every row too.

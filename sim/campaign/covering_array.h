@@ -7,10 +7,10 @@
 //
 // Construction: greedy (AETG-style), deterministic: each new row starts from the first
 // uncovered combination, then gives each other feature, in an order drawn from a fixed seed,
-// the level that covers the most uncovered combinations (ties to the lowest level). Every row
-// covers at least one new combination, so it terminates; the row count is padded to an odd
-// number, so seeds stepping by 1 or by 2 (a hunt alternating swarm and named units) both visit
-// every row within `rows()` swarm units.
+// the level that covers the most uncovered combinations (ties to the level fewest rows use,
+// so every factor spreads over its levels). Every row covers at least one new combination, so
+// it terminates; the row count is padded to an odd number, so seeds stepping by 1 or by 2 (a
+// hunt alternating swarm and named units) both visit every row within `rows()` swarm units.
 #pragma once
 
 #include <array>
