@@ -183,19 +183,17 @@ class HybridTarget(Target):
             req.swa_evicted_seqlen = 0
         result = self.cache.inc_lock_ref(req.last_node)
         req.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
-        from kvsim.sglang_target.driver import _Found  # noqa: PLC0415
         from kvsim.sglang_target.hybrid_checks import check_lock_covers_prefix  # noqa: PLC0415
         v = check_lock_covers_prefix(self, req)
         if v is not None:
-            raise _Found(v)
+            raise _found(v)
         return result
 
     def init_load_back(self, req, mem_quota=None):
-        from kvsim.sglang_target.driver import _Found  # noqa: PLC0415
         from kvsim.sglang_target.hybrid_checks import check_anchor  # noqa: PLC0415
         v = check_anchor(self, getattr(req, self.load_back_anchor))
         if v is not None:
-            raise _Found(v)
+            raise _found(v)
         return super().init_load_back(req, mem_quota)
 
     def alloc_tokens(self, n):
@@ -247,6 +245,16 @@ class HybridTarget(Target):
 
     def evict(self, num_tokens):
         return self.cache.evict(_call_with_supported(self.bpc.EvictParams, num_tokens=num_tokens))
+
+
+def _found(violation):
+    """The driver's _Found for a violation found mid-call. Its class is the running driver's: the
+    driver's module is __main__ when run with -m, and a second import of
+    kvsim.sglang_target.driver would make a class its handler does not catch."""
+    import sys  # noqa: PLC0415
+    cls = getattr(sys.modules.get("__main__"), "_Found", None) or \
+        importlib.import_module("kvsim.sglang_target.driver")._Found
+    return cls(violation)
 
 
 def expected_swa_kv(target, hashes):
