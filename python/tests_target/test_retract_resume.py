@@ -176,3 +176,36 @@ def test_seed003_traces_fail_at_parent_and_pass_at_newest(trace, invariant):
 def test_seed003_metadata_trace_clean_at_fix():
     r = _replay("seed003_metadata.trace.jsonl", FIX003)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_metadata_checks_catch_planted_sharing_and_change():
+    """retract_checks.check_metadata on hand-made state: two requests holding views of one row
+    (values equal, so only the sharing rule sees it); a copy changed under its request; clean
+    copies pass."""
+    import torch
+    from kvsim.sglang_target.metadata import _rid_seed
+    from kvsim.sglang_target.retract_checks import check_metadata
+
+    class State:
+        received = {}
+
+    rows = torch.zeros((2, 8), dtype=torch.int64)
+    rooms = torch.tensor([[_rid_seed("a")], [_rid_seed("b")]], dtype=torch.int64)
+
+    def entry(row_view, room):
+        got = (row_view, room)
+        return got, tuple(x.clone() for x in got)
+
+    s = State()
+    s.received = {"a": entry(rows[0].clone(), rooms[0].clone()), "b": entry(rows[1].clone(), rooms[1].clone())}
+    assert check_metadata(s) is None
+    s.received = {"a": entry(rows[0], rooms[0].clone()), "b": entry(rows[0], rooms[1].clone())}
+    v = check_metadata(s)
+    assert v is not None and v.invariant == "metadata.shared"
+    s.received = {"a": entry(rows[0], rooms[0].clone())}
+    rows[0, 3] = 7  # the slot reused: the request's view changes
+    v = check_metadata(s)
+    assert v is not None and v.invariant == "metadata.isolation"
+    s.received = {"a": entry(rows[1].clone(), rooms[1].clone())}  # b's room under a's name
+    v = check_metadata(s)
+    assert v is not None and "bootstrap_room" in v.detail
