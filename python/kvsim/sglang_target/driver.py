@@ -515,7 +515,9 @@ class Driver(StorageCalls, RetractCalls):
             self._release(req, is_insert=True)
         elif self.target.controller is not None:
             # A waiting request (SGLang's abort_request on the waiting queue): its prefetch ends.
-            self.target.cache.release_aborted_request(str(request.get("rid")))
+            release = getattr(self.target.cache, "release_aborted_request", None)
+            if release is not None:  # UnifiedRadixCache (hybrid) has no prefetch to end
+                release(str(request.get("rid")))
             self.prefetching.pop(str(request.get("rid")), None)
         return {}
 
