@@ -1,7 +1,8 @@
 #include "sim/campaign/target_fit.h"
 
-#include <cstdlib>
-#include <string_view>
+#include <nlohmann/json.hpp>
+
+#include "sim/model/sglang_cache.h"
 
 namespace kvsim::sim {
 
@@ -14,26 +15,22 @@ TargetCapabilities capabilities_of(const Target& target) {
                               .file_store_budget = true,
                               .small_host = true};
   }
-  // SGLang's target: PD decode's retract-resume and the sparse index through SGLang's own
-  // MetadataBuffers and NSA pool (python/kvsim/sglang_target/retract.py).
-  return TargetCapabilities{.sparse_index = true, .pd = true};
+  // SGLang's target: what the loaded revision lets it build, as its driver reports it
+  // (python/kvsim/sglang_target/hybrid_capabilities.py): FULL + SWA or FULL + Mamba beside
+  // HiCache (hybrid.py), PD decode's retract-resume and the sparse index through SGLang's own
+  // MetadataBuffers and NSA pool (retract.py).
+  const nlohmann::json c = sglang_capabilities(target);
+  return TargetCapabilities{.swa = c.value("swa", false),
+                            .mamba = c.value("mamba", false),
+                            .sparse_index = c.value("sparse_index", false),
+                            .pd = c.value("pd", false)};
 }
-
-namespace {
-// SGLang's target builds UnifiedRadixCache with FULL + SWA and HiCache (python/kvsim/sglang_target/
-// hybrid.py), without a storage tier, not FULL + Mamba yet, and only at revisions whose assembler
-// has an SWA stack (May 2026 on, before the August tree rewrite). The driver cannot tell the
-// simulator before a unit is drawn, so the SWA hunt is opted into: KVSIM_SGLANG_HYBRID=swa.
-bool runs_swa(const Target& target) {
-  const char* opt = std::getenv("KVSIM_SGLANG_HYBRID");
-  return !target.is_kvsim() && opt != nullptr && std::string_view(opt) == "swa";
-}
-}  // namespace
 
 std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
   const TargetCapabilities can = capabilities_of(target);
   std::vector<std::string> off;
-  if (!can.hybrid && runs_swa(target) && s.cache.has_swa()) {
+  if (!can.hybrid && can.swa && s.cache.has_swa()) {
+    // The SGLang target's FULL + SWA tree: HiCache, no storage tier, nothing beside it.
     if (s.cache.has_mamba()) {
       s.cache.mamba_device_states = 0;
       s.cache.mamba_host_states = 0;
@@ -47,14 +44,22 @@ std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
       s.cache.hierarchical = true;
       off.emplace_back("non_hierarchical");
     }
+    if (s.sparse_index_bytes_per_page > 0) {
+      s.sparse_index_bytes_per_page = 0;
+      off.emplace_back("sparse_index");
+    }
+    if (s.scheduler.mode == SchedulerMode::kPd) {
+      s.scheduler.mode = SchedulerMode::kNormal;
+      off.emplace_back("pd");
+    }
   }
-  if (!can.hybrid && !runs_swa(target) && s.cache.has_swa()) {
+  if (!can.hybrid && !can.swa && s.cache.has_swa()) {
     s.cache.swa_window_tokens = 0;
     s.cache.swa_device_tokens = 0;
     s.cache.swa_host_tokens = 0;
     off.emplace_back("swa");
   }
-  if (!can.hybrid && s.cache.has_mamba()) {
+  if (!can.hybrid && !can.mamba && s.cache.has_mamba()) {
     s.cache.mamba_device_states = 0;
     s.cache.mamba_host_states = 0;
     off.emplace_back("mamba");

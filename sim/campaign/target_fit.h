@@ -1,8 +1,8 @@
 // Fitting a drawn configuration to the cache under test. The swarm draws every feature kvsim's
-// core has; another target (SGLang's own cache through its driver) supports a subset — today
-// full-attention HiCache with device, host and storage tiers, not the hybrid components, the
-// sparse index or PD decode (issue 31 adds those). A hunt of such a target turns the features it
-// lacks off in each drawn unit, so every unit runs instead of being refused by the driver.
+// core has; another target (SGLang's own cache through its driver) supports a subset, which its
+// driver reports for the revision it loads (sim/model/sglang_cache.h, sglang_capabilities). A
+// hunt of such a target turns the features it lacks off in each drawn unit, so every unit runs
+// instead of being refused by the driver.
 #pragma once
 
 #include <string>
@@ -15,7 +15,11 @@ namespace kvsim::sim {
 
 struct TargetCapabilities {
   bool storage = true;
-  bool hybrid = false;  // SWA and Mamba components
+  bool hybrid = false;  // SWA and Mamba components, together and beside every tier (kvsim's core)
+  // The SWA component alone beside HiCache, without storage, PD or the sparse index (SGLang's
+  // FULL + SWA UnifiedRadixCache); likewise the Mamba component.
+  bool swa = false;
+  bool mamba = false;
   bool sparse_index = false;
   bool pd = false;
   // A file store with a byte budget, or one reused from an earlier run (SGLang's HiCacheFile has

@@ -34,12 +34,7 @@ constexpr int kProtocolVersion = 1;
 class SglangCache final : public CacheUnderTest {
  public:
   SglangCache(CacheContext ctx, Target& target) : ctx_(std::move(ctx)) {
-    std::string python = target.python;
-    if (python.empty()) {
-      const char* env = std::getenv("KVSIM_PYTHON");
-      python = env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
-    }
-    driver_ = start_driver(python, target.sglang_src);
+    driver_ = start_driver(python_of(target), target.sglang_src);
     const nlohmann::json reply = call({{"call", "hello"},
                                        {"protocol", kProtocolVersion},
                                        {"scenario", to_json(ctx_.scenario)},
@@ -61,6 +56,10 @@ class SglangCache final : public CacheUnderTest {
       } catch (const DriverError&) {  // it is gone already
       }
     }
+  }
+
+  static nlohmann::json capabilities(const Target& target) {
+    return greeting(target).value("capabilities", nlohmann::json::object());
   }
 
   std::vector<uint32_t> progress_streams() const override { return streams_; }
@@ -161,6 +160,79 @@ class SglangCache final : public CacheUnderTest {
   std::map<std::string, int64_t> take_decisions() override { return std::exchange(decisions_, {}); }
 
  private:
+  // What the fork server (or, with KVSIM_SGLANG_FORK=0, a server started for the question)
+  // greeted with: {"commit", "capabilities"}; memoised per interpreter and source.
+  static nlohmann::json greeting(const Target& target) {
+    static std::mutex mu;
+    static std::map<std::string, nlohmann::json> memo;
+    const std::string python = python_of(target);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (const auto it = memo.find(python + "\n" + target.sglang_src); it != memo.end()) {
+        return it->second;
+      }
+    }
+    nlohmann::json g;
+    const char* fork_env = std::getenv("KVSIM_SGLANG_FORK");
+    if (fork_env != nullptr && std::string(fork_env) == "0") {
+      DriverProcess server({python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
+                            target.sglang_src, "--serve-forks"},
+                           python_path(), env_defaults());
+      g = server_greeting(server, target.sglang_src);
+    } else {
+      g = server_for(python, target.sglang_src).second;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    memo[python + "\n" + target.sglang_src] = g;
+    return g;
+  }
+
+  static std::string python_of(const Target& target) {
+    if (!target.python.empty()) return target.python;
+    const char* env = std::getenv("KVSIM_PYTHON");
+    return env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
+  }
+
+  static nlohmann::json server_greeting(DriverProcess& server, const std::string& src) {
+    const nlohmann::json hello = server.read_reply("the fork server's start");
+    if (!hello.value("ok", false)) {
+      const std::string error = hello.value("error", std::string("(no error given)"));
+      throw DriverError("the SGLang driver could not load " + src + ": " + error);
+    }
+    return hello.value("sglang", nlohmann::json::object());
+  }
+
+  // The fork server for (python, src), started when this process has none (a hunt worker
+  // forked from a process that had one starts its own: the pipes are the parent's), and its
+  // greeting.
+  static std::pair<DriverProcess*, nlohmann::json> server_for(const std::string& python,
+                                                              const std::string& src) {
+    static std::mutex mu;
+    struct Server {
+      pid_t owner = -1;
+      std::unique_ptr<DriverProcess> process;
+      nlohmann::json greeting;
+    };
+    static std::map<std::string, Server> servers;
+    std::lock_guard<std::mutex> lock(mu);
+    Server& s = servers[python + "\n" + src];
+    if (!s.process || s.owner != ::getpid() || !s.process->alive()) {
+      if (s.process && s.owner != ::getpid()) static_cast<void>(s.process.release());
+      s.process = std::make_unique<DriverProcess>(
+          std::vector<std::string>{python, "-m", "kvsim.sglang_target.driver", "--sglang-src", src,
+                                   "--serve-forks"},
+          python_path(), env_defaults());
+      s.owner = ::getpid();
+      try {
+        s.greeting = server_greeting(*s.process, src);
+      } catch (const DriverError&) {
+        s.process.reset();
+        throw;
+      }
+    }
+    return {s.process.get(), s.greeting};
+  }
+
   // PYTHONPATH for the driver: $KVSIM_PYTHONPATH, else the build tree's package, then what the
   // environment already has.
   static std::vector<std::string> python_path() {
@@ -192,25 +264,7 @@ class SglangCache final : public CacheUnderTest {
     if (fork_env != nullptr && std::string(fork_env) == "0") {
       return std::make_unique<DriverProcess>(argv, python_path(), env_defaults());
     }
-    static std::mutex mu;
-    static std::map<std::string, std::pair<pid_t, std::unique_ptr<DriverProcess>>> servers;
-    std::lock_guard<std::mutex> lock(mu);
-    auto& [owner, server] = servers[python + "\n" + src];
-    if (!server || owner != ::getpid() || !server->alive()) {
-      // A hunt worker forked from a process that had a server starts its own: the pipes are
-      // the parent's. (The inherited object is left alone.)
-      if (server && owner != ::getpid()) static_cast<void>(server.release());
-      std::vector<std::string> server_argv = argv;
-      server_argv.emplace_back("--serve-forks");
-      server = std::make_unique<DriverProcess>(server_argv, python_path(), env_defaults());
-      owner = ::getpid();
-      const nlohmann::json hello = server->read_reply("the fork server's start");
-      if (!hello.value("ok", false)) {
-        const std::string error = hello.value("error", std::string("(no error given)"));
-        server.reset();
-        throw DriverError("the SGLang driver could not load " + src + ": " + error);
-      }
-    }
+    DriverProcess* server = server_for(python, src).first;
     const char* tmp = std::getenv("TMPDIR");
     std::string dir_pattern =
         std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kvsim-driver-XXXXXX";
@@ -294,6 +348,10 @@ class SglangCache final : public CacheUnderTest {
 
 std::unique_ptr<CacheUnderTest> make_sglang_cache(CacheContext ctx, Target& target) {
   return std::make_unique<SglangCache>(std::move(ctx), target);
+}
+
+nlohmann::json sglang_capabilities(const Target& target) {
+  return SglangCache::capabilities(target);
 }
 
 }  // namespace kvsim::sim

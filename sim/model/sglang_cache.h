@@ -7,6 +7,8 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/model/cache_under_test.h"
 #include "sim/model/target.h"
 
@@ -16,5 +18,11 @@ namespace kvsim::sim {
 // in it; fills target.sglang_commit with the commit the driver loaded. Throws DriverError when
 // the driver cannot start, and InputError when it refuses the scenario.
 std::unique_ptr<CacheUnderTest> make_sglang_cache(CacheContext ctx, Target& target);
+
+// What the SGLang revision `target` loads lets the SGLang target build: {"swa": bool, "mamba":
+// bool, "pd": bool, "sparse_index": bool} (python/kvsim/sglang_target/hybrid_capabilities.py),
+// from the fork server's greeting (one is started when this process has none); asked once per
+// interpreter and source. Throws DriverError when the driver cannot load the source.
+nlohmann::json sglang_capabilities(const Target& target);
 
 }  // namespace kvsim::sim
