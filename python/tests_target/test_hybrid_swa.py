@@ -193,7 +193,14 @@ def test_size_and_swa_content_checks_catch_planted_faults():
     slot = n.component_data[SWA].value[:1].to(torch.int64).to("cuda")
     t.swa_kv_pool.k_buffer[0][slot] += 1
     v = hybrid_checks.check_content(t, nodes)
-    assert v is not None and v.invariant == "content" and "SWA" in v.detail, v
+    assert v is not None and v.invariant == "content" and "device SWA" in v.detail, v
+    t.swa_kv_pool.k_buffer[0][slot] -= 1
+    assert hybrid_checks.check_content(t, nodes) is None
+    n = next(n for n in nodes if n is not t.cache.root_node and n.component_data[SWA].host_value is not None)
+    swa_host = t.cache.components[SWA]._swa_kv_pool_host
+    swa_host.v_buffer[n.component_data[SWA].host_value[-1].item()] += 1  # page_first: [token, layer, ...]
+    v = hybrid_checks.check_content(t, nodes)
+    assert v is not None and v.invariant == "content" and "host SWA" in v.detail, v
     d.close()
 
 

@@ -9,8 +9,7 @@ cache, not of one revision:
   (a lock on an evicted node protects nothing and unbalances the evictable / protected sizes);
 - sizes: every component's evictable and protected sizes equal their recount over the tree (the
   device values' tokens, split by whether the component's lock is held);
-- content: every FULL device and host value, and every SWA device value, holds the bytes of its
-  prefix (the content oracle; the SWA layers have their own bytes, hybrid.expected_swa_kv);
+- content: every FULL and SWA device and host value holds the bytes of its prefix (the content oracle; the SWA layers have their own bytes, hybrid.expected_swa_kv);
 - quiescence: no component lock or host lock left, no pending write / load, no queued stream op.
 
 The load-back anchor law (every component's match validator accepts the node a load-back starts
@@ -108,8 +107,7 @@ def _read_swa_kv(target, swa_slots):
 
 
 def check_content(target, nodes):
-    """FULL component bytes on device and host, and SWA bytes on device, equal the content
-    oracle's. Batched: one read and one comparison per kind of value; a difference is then
+    """FULL and SWA component bytes on device and host equal the content oracle's. Batched: one read and one comparison per kind of value; a difference is then
     named by its node."""
     t = target
     cc = t.controller
@@ -117,7 +115,7 @@ def check_content(target, nodes):
     swa = t.component_types.SWA if t.kind == "swa" else None
     check_device = not cc.load_queue and not cc.load_stream.queue
     check_host = not cc.write_queue and not cc.write_stream.queue
-    kinds = {"device KV": [], "host KV": [], "device SWA KV": []}  # name -> [(node, slots, base)]
+    kinds = {"device KV": [], "host KV": [], "device SWA KV": [], "host SWA KV": []}  # -> [(node, slots, base)]
     root = t.cache.root_node
     stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
     while stack:
@@ -132,6 +130,9 @@ def check_content(target, nodes):
         sd = node.component_data[swa] if swa is not None else None
         if check_device and sd is not None and sd.value is not None and len(sd.value):
             kinds["device SWA KV"].append((node, sd.value, base))
+        if check_host and sd is not None and sd.host_value is not None and len(sd.host_value) and \
+                not _is_device(sd.host_value):
+            kinds["host SWA KV"].append((node, sd.host_value, base))
         last = hashes[-1] if hashes else seed
         for c in reversed(list(node.children.values())):
             stack.append((c, last, depth + len(tokens)))
@@ -148,13 +149,24 @@ def _read(target, name, slots):
         return checks.read_device_kv(target, slots)
     if name == "host KV":
         return checks.read_host_kv(target, slots)
+    if name == "host SWA KV":  # SGLang's SWA host pool is a KV host pool of the SWA layers
+        swa_host = target.cache.components[target.component_types.SWA]._swa_kv_pool_host
+        return checks.read_host_kv(_HostPoolView(swa_host, target.cfg), slots)
     return _read_swa_kv(target, slots)
+
+
+class _HostPoolView:
+    """What checks.read_host_kv reads of a target: its host pool and config."""
+
+    def __init__(self, host_pool, cfg):
+        self.host_pool = host_pool
+        self.cfg = cfg
 
 
 def _expected(target, name, base):
     from kvsim.sglang_target.content import expected_kv_of_base  # noqa: PLC0415
     lc = target.cfg.layer_count
-    if name == "device SWA KV":
+    if name in ("device SWA KV", "host SWA KV"):
         k, v = expected_kv_of_base(base, 2 * lc, 1, target.cfg.head_dim)
         return k[lc:], v[lc:]
     return expected_kv_of_base(base, lc, 1, target.cfg.head_dim)
