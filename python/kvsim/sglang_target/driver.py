@@ -56,6 +56,7 @@ class Driver(StorageCalls, RetractCalls):
         self.prefetching = {}
         self.host_allocs = None
         self._decisions = {}  # this call's counted decisions (evictions, acks)
+        self.exits_after_close = False  # a fork server's child: close() leaves the process as is
 
     # ---- the loop ------------------------------------------------------------------------------
     def handle(self, request):
@@ -637,6 +638,11 @@ class Driver(StorageCalls, RetractCalls):
         gc.enable()
         if self.target is not None:
             self.target.close()
+        if self.exits_after_close:
+            # A fork server's child exits right after: unloading SGLang's modules and the fake
+            # device would only spend the CPU the next run (a hunt unit, a shrink candidate) needs.
+            self.target = None
+            return
         if self.mods is not None:
             self.mods.unload()
             self.mods = None
@@ -777,6 +783,7 @@ def serve_forks(args, out):
                         open(fifo_out, "w", encoding="utf-8") as child_out:
                     driver = Driver(args.sglang_src, content_every=args.content_every,
                                     preloaded=(device, mods))
+                    driver.exits_after_close = True
                     code = serve(driver, inp, child_out)
             except BaseException:  # noqa: BLE001 - a child never returns into the server loop
                 traceback.print_exc()
