@@ -595,7 +595,7 @@ class Driver(StorageCalls, RetractCalls):
         elif kind == 1:
             take = (t.allocator.available_size() // ps - keep) * ps
             if take > 0:
-                held = t.allocator.alloc(take)
+                held = t.alloc_tokens(take)  # FULL and, for the hybrid target, SWA slots (hybrid.py)
                 if held is not None:
                     t.held_device.append(held)
 
