@@ -26,7 +26,7 @@ mkdir -p "$WORK/no-scenarios"  # no named scenarios: every unit is a swarm unit
 hunt() {  # hunt NAME [flags...] -> NAME.json, NAME.time (user sys wall)
   local name="$1"; shift
   /usr/bin/time -f "%U %S %e" -o "$WORK/$name.time" "$KVSIM" hunt --units "$UNITS" --time-budget 0 -j 1 \
-    --no-shrink --json --scenarios "$WORK/no-scenarios" --trace-dir "$WORK/$name" "$@" \
+    --unit-timeout 0 --no-shrink --json --scenarios "$WORK/no-scenarios" --trace-dir "$WORK/$name" "$@" \
     >"$WORK/$name.json" 2>"$WORK/$name.err" || [ $? -eq 1 ]  # 1: a failure found (still timed)
 }
 
@@ -45,8 +45,10 @@ report core "kvsim's core"
 hunt sglang --target sglang --sglang-src "$SRC"
 report sglang "SGLang's cache (fork server)"
 KVSIM_SGLANG_FORK=0 hunt sglang_cpu --target sglang --sglang-src "$SRC"
-read -r cu cs cw <"$WORK/core.time"; read -r su ss sw <"$WORK/sglang_cpu.time"
+# (time -o writes "Command exited with non-zero status 1" first when a failure was found)
+read -r cu cs cw < <(tail -1 "$WORK/core.time"); read -r su ss sw < <(tail -1 "$WORK/sglang_cpu.time")
 units=$(jq -r '.hunt.units' "$WORK/sglang_cpu.json"); ops=$(jq -r '.hunt.ops' "$WORK/sglang_cpu.json")
-awk -v u="$units" -v o="$ops" -v c="$(echo "$su + $ss" | bc)" -v k="$(echo "$cu + $cs" | bc)" 'BEGIN {
+awk -v u="$units" -v o="$ops" -v c="$su" -v cs="$ss" -v k="$cu" -v ks="$cs" 'BEGIN {
+  c += cs; k += ks
   printf "CPU: kvsim core %.2f s; SGLang %.2f s for %d units (a driver start each): %.0f ops/s, %.1f units/min per core\n",
          k, c, u, o / c, u * 60 / c }'
