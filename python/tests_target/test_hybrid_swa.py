@@ -17,10 +17,15 @@ B = A[:16] + list(range(200, 210))
 C = list(range(300, 340))
 
 
+_OPEN = []  # drivers a test made: closed at its end, whatever it left (the fake device uninstalled)
+
+
 @pytest.fixture(autouse=True)
 def fresh_process_state():
     target.unload()
     yield
+    while _OPEN:
+        _OPEN.pop().close()
     target.unload()
 
 
@@ -28,6 +33,7 @@ def driver(tag):
     from kvsim.sglang_target.driver import Driver
     sglang_checkout(tag)
     d = Driver(f"bundle:{tag}", cache_dir=cache_dir())
+    _OPEN.append(d)
     return d
 
 
