@@ -79,6 +79,13 @@ class HybridTarget(Target):
 
     hybrid = True
 
+    def __new__(cls, mods, device, cfg, kind, opts):  # noqa: ARG003 - __init__'s arguments
+        # FULL + Mamba is HiMambaRadixCache's (mamba.py), a tree of its own.
+        if cls is HybridTarget and kind == "mamba":
+            from kvsim.sglang_target.mamba import MambaTarget  # noqa: PLC0415
+            cls = MambaTarget
+        return super().__new__(cls)
+
     def __init__(self, mods, device, cfg, kind, opts):  # noqa: PLR0915 - one build, in order
         self.mods = mods
         self.device = device
@@ -102,8 +109,6 @@ class HybridTarget(Target):
         self._configure_runtime()
         CT = _component_types()
         self.component_types = CT
-        mp = _module(f"{MC}.memory_pool")
-        full_ids = list(range(cfg.layer_count))
         if kind == "swa":
             swa_mod = _module(f"{MC}.swa_memory_pool")
             swa_ids = list(range(cfg.layer_count, 2 * cfg.layer_count))
@@ -122,8 +127,7 @@ class HybridTarget(Target):
             self.req_to_token_pool = _req_to_token_pool(cfg)
             components = (CT.FULL, CT.SWA)
         else:
-            self._build_mamba(mp, full_ids, opts)
-            components = (CT.FULL, CT.MAMBA)
+            raise TargetConfigError("cache.mamba_device_states: built by mamba.MambaTarget")
         self.kv_pool = _FullLayers(self.kv, self.full_kv_pool) if kind == "swa" else self.full_kv_pool
         group = mods.context.process_group()
         self.params = _call_with_supported(
@@ -139,9 +143,6 @@ class HybridTarget(Target):
         self.host_pool = self.cache.full_kv_pool_host
         self._unregister_atexit()
         self._finish_init()
-
-    def _build_mamba(self, mp, full_ids, opts):
-        raise TargetConfigError("cache.mamba_device_states: FULL + Mamba is not built yet")
 
     def _unregister_atexit(self):
         import atexit  # noqa: PLC0415

@@ -195,6 +195,9 @@ def _compare_batch(target, name, items):
 def check_hybrid(driver, call):
     """The driver's per-call check for the hybrid target (Driver._check)."""
     t = driver.target
+    if getattr(t, "mamba_tree", False):  # HiMambaRadixCache: a tree of its own (mamba.py)
+        from kvsim.sglang_target.mamba_checks import check_mamba  # noqa: PLC0415
+        return check_mamba(driver, call)
     if not driver._full_check_due(call):
         return None
     nodes = checks.walk(t.cache.root_node)
@@ -210,6 +213,9 @@ def check_hybrid(driver, call):
 
 
 def check_quiescent(target, requests):
+    if getattr(target, "mamba_tree", False):
+        from kvsim.sglang_target import mamba_checks  # noqa: PLC0415
+        return mamba_checks.check_quiescent(target, requests)
     if requests:
         return Violation("quiescence", f"{len(requests)} requests still hold cache state: "
                                        f"{sorted(r.rid for r in requests)[:5]}")

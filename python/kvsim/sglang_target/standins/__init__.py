@@ -26,6 +26,8 @@ STANDINS = {
     "triton.language": "triton_language",
     "msgspec": "msgspec",
     "sglang.srt.session.streaming_session": "streaming_session",  # UnifiedRadixCache (hybrid.py)
+    "sglang.srt.utils.torch_memory_saver_adapter": "torch_memory_saver_adapter",  # MambaPool (mamba.py)
+    "sglang.srt.layers.attention.fla.chunk_delta_h": "fla_chunk",  # MambaRadixCache (mamba.py)
 }
 
 # Third-party packages SGLang imports that a CPU-only kvsim never has (or must not use): any
