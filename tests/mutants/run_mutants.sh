@@ -3,12 +3,12 @@
 # the way a developer could have written it. For each one this script builds kvsim with the
 # patch (incrementally, in a scratch worktree), hunts for it BLIND with `kvsim hunt` (swarm
 # configurations and every named scenario, round-robin, one core; the patch names no scenario)
-# within a wall-time budget, keeps the smallest of the shrunk failures, checks that the shrunk
-# trace fails on the mutant with the same invariant and passes on the fixed core, and prints a
-# table. Exit status 1 if any mutant survives.
+# within a wall-time budget until its first failure, shrinks that failure (`kvsim shrink`),
+# checks that the shrunk trace fails on the mutant with the same invariant and passes on the
+# fixed core, and prints a table. Exit status 1 if any mutant survives.
 #
 # Usage: tests/mutants/run_mutants.sh [--budget SECONDS] [--traces DIR] [--only NNN] [--seed S]
-#   --budget   wall time per mutant for the hunt (default 60)
+#   --budget   wall time per mutant for the hunt, until its first failure (default 60)
 #   --seed     the hunt's base seed (default 1)
 #   --traces   also copy each shrunk trace to DIR/seed-NNN.trace.jsonl (e.g. traces/)
 #   --only     run one mutant (its id: 002, 003a, ...)
@@ -16,8 +16,10 @@ set -euo pipefail
 
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 budget=60
-failures_wanted=3
 hunt_seed=1
+# Replays per shrink: kvsim hunt's own bound. A replay count, not wall time, so the shrunk
+# trace (and the table's size) is the same on every machine.
+shrink_replays=5000
 traces_out=""
 only=""
 while [ $# -gt 0 ]; do
@@ -86,10 +88,10 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
   fi
   kvsim="$build/tools/kvsim"
   # The blind hunt: swarm configurations and every named scenario, round-robin, on one core,
-  # with no hint from the patch. Up to $failures_wanted failures are shrunk; the smallest is kept
-  # (the first failure's wall time is the time to catch).
+  # with no hint from the patch. It stops at its first failure (caught or not, and the time to
+  # catch, are what the runner measures); that failure is shrunk below, by a replay bound.
   rm -rf "${out:?}/$id" && mkdir -p "$out/$id"
-  hunt=$("$kvsim" hunt --time-budget "$budget" --seed "$hunt_seed" --failures "$failures_wanted" \
+  hunt=$("$kvsim" hunt --time-budget "$budget" --seed "$hunt_seed" --failures 1 --no-shrink \
     -j 1 --json --trace-dir "$out/$id" --scenarios "$src/scenarios" | grep '^{"hunt":' || true)
   if [ -z "$hunt" ] || ! printf '%s' "$hunt" | jq -e .hunt >/dev/null 2>&1; then
     echo "mutant $id: kvsim hunt gave no summary" >&2
@@ -108,25 +110,24 @@ for patch in "$root"/tests/mutants/[0-9][0-9][0-9]*_*.patch; do
   wall=$(printf '%s' "$first" | jq -r '.wall_s * 1000 | floor / 1000')
   seeds=$(printf '%s' "$first" | jq -r .units_tried)
   ops=$(printf '%s' "$first" | jq -r .ops_before)
-  best=$(printf '%s' "$hunt" |
-    jq -c '[.hunt.failures[] | select(.shrunk_trace != "")] | min_by(.shrunk_ops) // empty')
-  if [ -z "$best" ] && printf '%s' "$hunt" | jq -e '[.hunt.failures[] | select(.invariant == "hang")] | length > 0' >/dev/null; then
+  if [ "$(printf '%s' "$first" | jq -r .invariant)" = hang ]; then
     # A unit that outran kvsim hunt's --unit-timeout: caught, with a scenario and seed to rerun
     # (no op trace: the run never ended).
     rows+=("$id|caught (hang: $(printf '%s' "$first" | jq -r .replay))|$wall|$seeds|$ops|hang|-")
     continue
   fi
-  if [ -z "$best" ]; then
-    echo "mutant $id: no failing trace reproduced for shrinking" >&2
-    rows+=("$id|caught, NOT SHRUNK|$wall|$seeds|$ops|-|-")
+  caught=$(printf '%s' "$first" | jq -r .source)
+  invariant=$(printf '%s' "$first" | jq -r .invariant)
+  shrunk="$out/seed-$id.trace.jsonl"
+  shrink=$("$kvsim" shrink "$(printf '%s' "$first" | jq -r .trace)" -o "$shrunk" \
+    --max-replays "$shrink_replays" --json 2>"$out/shrink-$id.log" || true)
+  steps=$(printf '%s' "$shrink" | jq -r '.shrunk_ops // empty' 2>/dev/null || true)
+  if [ -z "$steps" ] || [ ! -s "$shrunk" ]; then
+    echo "mutant $id: its failing trace did not shrink (see $out/shrink-$id.log)" >&2
+    rows+=("$id|caught, NOT SHRUNK|$wall|$seeds|$ops|$invariant|-")
     survivors=$((survivors + 1))
     continue
   fi
-  caught=$(printf '%s' "$best" | jq -r .source)
-  invariant=$(printf '%s' "$best" | jq -r .invariant)
-  steps=$(printf '%s' "$best" | jq -r .shrunk_ops)
-  shrunk="$out/seed-$id.trace.jsonl"
-  cp "$(printf '%s' "$best" | jq -r .shrunk_trace)" "$shrunk"
   # The shrunk trace must fail on the mutant with the same invariant and pass on the fixed core.
   on_mutant=$("$kvsim" replay "$shrunk" --json || true)
   if [ "$(printf '%s' "$on_mutant" | sed -n 's/.*"violation":{"detail":"[^"]*","invariant":"\([^"]*\)".*/\1/p')" != "$invariant" ]; then
