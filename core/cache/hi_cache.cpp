@@ -118,7 +118,7 @@ InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const 
     for (TreeNode* n : RadixTree::path_to(*result.last_node))
       compute_node_hashes(*n);
   }
-  apply_write_policy(result.hit_nodes);
+  if (!aux.chunked) apply_write_policy(result.hit_nodes);
   return result;
 }
 
@@ -188,8 +188,12 @@ int64_t HiCache::write_backup(TreeNode& node) {
   if (!host) {
     KV_PROBE(cache_backup_evicts_host);
     begin_allocation();
-    evict_host(node.token_count() - host_slots_->available_size());
-    note_host_eviction(node.token_count());
+    if (sglang_eviction_amounts_) {
+      evict_host(node.token_count());
+    } else {
+      evict_host(node.token_count() - host_slots_->available_size());
+      note_host_eviction(node.token_count());
+    }
     host = controller_->write(*node.full().value, node.id, extra);
     if (!host) note_failed_allocation();
   }

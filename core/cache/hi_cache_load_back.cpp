@@ -160,8 +160,12 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     if (!device) {
       KV_PROBE(lb_evicts_to_fit);
       begin_allocation();
-      evict(tokens - device_slots_->available_size());
-      note_eviction(tokens, device_slots_->available_size());
+      if (sglang_eviction_amounts_) {
+        evict(tokens);
+      } else {
+        evict(tokens - device_slots_->available_size());
+        note_eviction(tokens, device_slots_->available_size());
+      }
       device = controller_->load(host_indices, best_match_node.id, extra);
       KV_PROBE_IF(!device, lb_fails_after_evicting);
       if (!device) note_failed_allocation();

@@ -106,10 +106,10 @@ bool RequestKV::extend(size_t new_len) {
   return true;
 }
 
-void RequestKV::finish(std::span<const Token> tokens) {
+void RequestKV::finish(std::span<const Token> tokens, bool chunked) {
   KV_ASSERT(active_, "finish of a request that is not admitted");
   KV_ASSERT(kv_.size() >= tokens.size(), "finish before the KV of every token was allocated");
-  AuxInsertValues aux{.swa = swa_, .mamba = mamba_, .owned_from = owned_from_};
+  AuxInsertValues aux{.swa = swa_, .mamba = mamba_, .owned_from = owned_from_, .chunked = chunked};
   InsertResult ins = cache_.insert(ns_, tokens, kv_, aux);
   KV_PROBE_IF(static_cast<size_t>(ins.prefix_len) > owned_from_, req_finish_duplicate);
   // Full-attention slots the tree did not adopt: duplicates and the unaligned tail.

@@ -50,7 +50,8 @@ class RequestKV {
                                     std::optional<int64_t> load_back_quota = std::nullopt);
   // False (and nothing allocated) when the pools cannot supply the slots.
   bool extend(size_t new_len);
-  void finish(std::span<const Token> tokens);
+  // chunked: a middle chunk's insert (AuxInsertValues::chunked); the request still ends here.
+  void finish(std::span<const Token> tokens, bool chunked = false);
   void abort();
   // Forgets the request's hold without touching the cache: only for a cache that has already
   // failed an assertion (the simulator's teardown after a violation).

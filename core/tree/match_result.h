@@ -35,6 +35,9 @@ struct AuxInsertValues {
   std::optional<SlotIndex> mamba;
   // Positions from here on hold the request's own slots; before it, the tree's (its match).
   size_t owned_from = 0;
+  // A middle chunk of a chunked prefill (SGLang's insert with chunked=True, from
+  // cache_unfinished_req): no hit counts, so no write-through, until the prefill's last chunk.
+  bool chunked = false;
 };
 
 struct InsertResult {

@@ -179,7 +179,7 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
       set_device_value(*child, std::move(refills[next_refill++]));
     } else {
       result.prefix_len += static_cast<int64_t>(s.matched);
-      bump_hit_count(*child);
+      if (!aux.chunked) bump_hit_count(*child);
       result.hit_nodes.push_back(child);
     }
     adopt_swa(*child, s.pos, s.matched);  // touched above
@@ -189,7 +189,7 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
     TreeNode* leaf = new_node(node, ns, std::move(leaf_key));
     set_device_value(*leaf, std::move(*leaf_value));
     adopt_swa(*leaf, new_from, fresh.size());
-    bump_hit_count(*leaf);
+    if (!aux.chunked) bump_hit_count(*leaf);
     result.hit_nodes.push_back(leaf);
     node = leaf;
   }

@@ -133,6 +133,11 @@ void KvsimCoreCache::finish(SimRequest& r) {
   requests_.erase(r.rid);
 }
 
+void KvsimCoreCache::finish_chunk(SimRequest& r) {
+  state(r).kv->finish(std::span<const Token>(r.tokens).first(r.computed), /*chunked=*/true);
+  requests_.erase(r.rid);
+}
+
 void KvsimCoreCache::retract(SimRequest& r) {
   // Cache what was computed (the resumed request will match it), free the rest.
   CoreRequest& cr = state(r);

@@ -53,6 +53,9 @@ class KvsimCoreCache final : public CacheUnderTest {
   void start_loads() override;
   bool compute(SimRequest& r, size_t target, bool oom) override;
   void finish(SimRequest& r) override;
+  // finish() of a prefill's middle chunk, inserted as SGLang's cache_unfinished_req(chunked=True)
+  // inserts it: no hit counts, no write-through (the differential's shadow, normal mode only).
+  void finish_chunk(SimRequest& r);
   void retract(SimRequest& r) override;
   void abort(SimRequest& r) override;
   void offload(SimRequest& r) override;

@@ -143,6 +143,10 @@ DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& prima
                           .stats = shadow_stats_};
   shadow_->cache = shadow(std::move(shadow_ctx));
   shadow_->core = dynamic_cast<KvsimCoreCache*>(shadow_->cache.get());
+  // Beside SGLang's cache, the core evicts SGLang's amounts at a backup and a load-back.
+  if (primary_->core == nullptr && shadow_->core != nullptr) {
+    shadow_->core->cache().set_sglang_eviction_amounts(true);
+  }
 }
 
 DifferentialCache::~DifferentialCache() = default;
@@ -254,6 +258,7 @@ std::optional<AdmitDecision> DifferentialCache::admit(SimRequest& r, bool load_b
     if (s) {
       if (shadow_->core != nullptr) shadow_->noted["device_hit"] = s->device_hit_tokens;
       shadow_computed_[r.rid] = s->owned_from;
+      prefill_len_[r.rid] = r.tokens.size();
     }
   });
   compare("admit", &r, take(*primary_), take(*shadow_));
@@ -276,13 +281,16 @@ bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
     const size_t computed = it != shadow_computed_.end() ? it->second : r.computed;
     bool s = true;
     if (computed < target) {  // an excused difference can have the shadow ahead
+      if (!oom) evict_before_alloc(computed, target);
       ShadowComputed view(r, computed);
       s = shadow_->cache->compute(r, target, oom);
     }
     if (s) shadow_computed_[r.rid] = std::max(computed, target);
-    if (s && primary_->core == nullptr && computed < std::min(target, r.prompt_len) &&
+    const auto prefill = prefill_len_.find(r.rid);
+    const size_t prefill_len = prefill != prefill_len_.end() ? prefill->second : r.prompt_len;
+    if (s && primary_->core == nullptr && computed < std::min(target, prefill_len) &&
         ctx_.scenario.scheduler.mode != SchedulerMode::kPd) {
-      cache_unfinished(r, target);
+      cache_unfinished(r, target, target < prefill_len);
     }
     shadow_->noted["computed"] = s;
   });
@@ -290,16 +298,36 @@ bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
   return p;
 }
 
-void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed) {
+void DifferentialCache::evict_before_alloc(size_t computed, size_t target) {
+  // SGLang's scheduler evicts before it allocates (alloc_paged_token_slots_extend ->
+  // evict_from_tree_cache), asking for the new pages' tokens plus one page per request (its
+  // over-estimate), as the driver does; kvsim's core evicts at allocation only the shortfall of
+  // the pages it allocates. The shadow asks what SGLang asks first; its allocation then finds
+  // the room.
+  if (primary_->core != nullptr || shadow_->core == nullptr) return;
+  const auto page = static_cast<size_t>(ctx_.scenario.cache.page_size);
+  const size_t allocated = (computed + page - 1) / page * page;  // the core allocates pages
+  if (target <= allocated) return;
+  const auto ask = static_cast<int64_t>(target - allocated + (page > 1 ? page : 0));
+  HiCache& core = shadow_->core->cache();
+  if (core.available_device_size() < ask) core.evict(ask - core.available_device_size());
+}
+
+void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool chunked) {
   // SGLang's scheduler caches a prefill's prefix as each chunk ends (cache_unfinished_req):
   // a request running beside it hits it, and write-through counts it. kvsim's core inserts at
   // finish only, so the shadow does what cache_unfinished_req does with its own protocol —
   // insert what was computed and unlock (finish), then take the tree's prefix back (admit,
   // nothing loaded) and compute the unaligned tail again.
+  // A middle chunk inserts as SGLang's chunked=True does: no hit counts, no write-through.
   Side& s = *shadow_;
   {
     ShadowComputed view(r, computed);
-    s.cache->finish(r);
+    if (s.core != nullptr && chunked) {
+      s.core->finish_chunk(r);
+    } else {
+      s.cache->finish(r);
+    }
   }
   const std::optional<AdmitDecision> again =
       s.cache->admit(r, /*load_back=*/false, /*defer_load=*/false, std::nullopt);
@@ -322,6 +350,7 @@ void DifferentialCache::finish(SimRequest& r) {
     shadow_->cache->finish(r);
   });
   shadow_computed_.erase(r.rid);
+  prefill_len_.erase(r.rid);
   compare("finish", &r, take(*primary_), take(*shadow_));
 }
 
@@ -340,14 +369,27 @@ void DifferentialCache::retract(SimRequest& r) {
     }
   });
   shadow_computed_.erase(r.rid);
+  prefill_len_.erase(r.rid);
   compare("retract", &r, take(*primary_), take(*shadow_));
 }
 
 void DifferentialCache::abort(SimRequest& r) {
   begin_call();
   primary_->cache->abort(r);
-  on_shadow([&] { shadow_->cache->abort(r); });
+  on_shadow([&] {
+    // SGLang ends an aborted running request through release_kv_cache(is_insert=True): what it
+    // computed goes into the tree. kvsim's core abort frees it; the shadow runs SGLang's.
+    const auto it = shadow_computed_.find(r.rid);
+    if (primary_->core == nullptr && r.state == RequestState::kRunning &&
+        it != shadow_computed_.end()) {
+      ShadowComputed view(r, it->second);
+      shadow_->cache->finish(r);
+    } else {
+      shadow_->cache->abort(r);
+    }
+  });
   shadow_computed_.erase(r.rid);
+  prefill_len_.erase(r.rid);
   compare("abort", &r, take(*primary_), take(*shadow_));
 }
 

@@ -86,8 +86,12 @@ class DifferentialCache final : public CacheUnderTest {
   void begin_call();
   // The shadow's poll, its copy streams run until it consumed as many acks as the primary.
   void catch_up(int64_t write_acks, int64_t load_acks);
-  // The shadow's cache_unfinished_req of a prefill that has computed `computed` tokens.
-  void cache_unfinished(SimRequest& r, size_t computed);
+  // SGLang's eviction before an allocation, on the shadow (kvsim's core) before its compute of
+  // positions [computed, target).
+  void evict_before_alloc(size_t computed, size_t target);
+  // The shadow's cache_unfinished_req of a prefill that has computed `computed` tokens
+  // (chunked: a middle chunk, computed short of the prefill).
+  void cache_unfinished(SimRequest& r, size_t computed, bool chunked);
 
   CacheContext ctx_;
   ExecutorStats shadow_stats_;
@@ -98,6 +102,9 @@ class DifferentialCache final : public CacheUnderTest {
   // The shadow's own `computed` of each admitted request (an excused difference at admission
   // leaves it at another length than the primary's).
   std::map<RequestId, size_t> shadow_computed_;
+  // The tokens each request was admitted with: SGLang's prefill, which after a retract covers
+  // the outputs generated before it too (the request comes back as prompt + outputs).
+  std::map<RequestId, size_t> prefill_len_;
   int64_t compared_ = 0;
   int64_t excused_ = 0;
 };

@@ -45,6 +45,17 @@ class LogicalClock:
     def time_ns(self):
         return int(round((self._epoch + self._read()) * 1e9))
 
+    @property
+    def tick(self):
+        """Seconds every read adds (0: reads between two advances all see the same time)."""
+        return self._tick
+
+    @tick.setter
+    def tick(self, seconds):
+        if seconds < 0:
+            raise ValueError(f"LogicalClock tick must be >= 0, got {seconds}")
+        self._tick = float(seconds)
+
     def now(self):
         """The current logical time without the per-read tick."""
         return self._now

@@ -234,6 +234,10 @@ class Driver(StorageCalls, RetractCalls):
             src = resolve_source(self.sglang_src, cache_dir=self.cache_dir)
             self.mods = load_sglang(src, device=self.device)
             _freeze_loaded()
+        # A real monotonic clock moves between two reads; a frozen one stamps every node of the
+        # run with one time, and SGLang's LRU (a heap of last_access_time) then picks victims in
+        # set order. 1 ns a read keeps reads ordered, as kvsim's core's touch counter does.
+        self.device.clock.tick = 1e-9
         try:
             self.target = HybridTarget(self.mods, self.device, *hybrid) if hybrid else \
                 Target(self.mods, self.device, cfg)
