@@ -197,6 +197,7 @@ void KvsimCoreCache::drive_compute() {
   const StreamId compute = backend_.compute_stream();
   while (backend_.pending_ops(compute) > 0) {
     if (backend_.step(compute)) continue;
+    if (compute_waits_on_loads_only_ && backend_.step(cache_->controller().load_stream())) continue;
     // Compute waits on an event of another stream: advance a runnable one, chosen at random.
     std::vector<StreamId> runnable;
     for (StreamId s : backend_.streams()) {

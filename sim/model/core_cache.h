@@ -56,6 +56,10 @@ class KvsimCoreCache final : public CacheUnderTest {
   // finish() of a prefill's middle chunk, inserted as SGLang's cache_unfinished_req(chunked=True)
   // inserts it: no hit counts, no write-through (the differential's shadow, normal mode only).
   void finish_chunk(SimRequest& r);
+  // When the forward waits, run the load stream (what it waits on: a load-back) before any
+  // other, as a device synchronizing on the load's event does; off, a runnable stream is drawn
+  // at random (the core target's model). The differential's shadow turns it on.
+  void set_compute_waits_on_loads_only(bool on) { compute_waits_on_loads_only_ = on; }
   void retract(SimRequest& r) override;
   void abort(SimRequest& r) override;
   void offload(SimRequest& r) override;
@@ -121,6 +125,7 @@ class KvsimCoreCache final : public CacheUnderTest {
   std::unique_ptr<MetadataBuffers> metadata_;  // PD mode
   std::map<RequestId, CoreRequest> requests_;
   int64_t since_full_check_ = 0;
+  bool compute_waits_on_loads_only_ = false;
   Block scratch_;
   std::vector<std::byte> expected_scratch_;  // read_pool_range's expected bytes
   // Pages an inject op holds until the end of the next op: (allocator, pages).

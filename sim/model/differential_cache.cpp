@@ -146,6 +146,7 @@ DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& prima
   // Beside SGLang's cache, the core evicts SGLang's amounts at a backup and a load-back.
   if (primary_->core == nullptr && shadow_->core != nullptr) {
     shadow_->core->cache().set_sglang_eviction_amounts(true);
+    shadow_->core->set_compute_waits_on_loads_only(true);
   }
 }
 
@@ -431,7 +432,7 @@ void DifferentialCache::catch_up(int64_t write_acks, int64_t load_acks) {
   // Polls, then runs the shadow's copy streams an op at a time, polling after each, until it
   // has consumed as many acks as the primary did (or has nothing left to run).
   const std::vector<uint32_t> streams = s.cache->progress_streams();
-  const uint32_t write = streams.at(1), load = streams.at(2);
+  const uint32_t compute = streams.at(0), write = streams.at(1), load = streams.at(2);
   const auto [w0, l0] = s.acks_pending();
   int64_t w = 0, l = 0;
   for (bool ran = true; ran;) {
@@ -442,6 +443,9 @@ void DifferentialCache::catch_up(int64_t write_acks, int64_t load_acks) {
     ran = false;
     if (w < write_acks) ran = s.cache->step(write, 1) > 0;
     if (!ran && l < load_acks) ran = s.cache->step(load, 1) > 0;
+    // A copy waits on the compute stream's ops queued before it (the index uploads a write or
+    // load enqueues there); with the primary's step ops not forwarded, they run here.
+    if (!ran && (w < write_acks || l < load_acks)) ran = s.cache->step(compute, 1) > 0;
   }
   if (w > 0) s.noted["write_acks"] = w;
   if (l > 0) s.noted["load_acks"] = l;
