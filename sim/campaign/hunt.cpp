@@ -325,9 +325,9 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
   Collector collect(o, report, clock);
   std::vector<UnitResult> pending;
   bool enough = false;
-  // A unit that overruns the budget is cut off a little after it (the workers check the
-  // budget between units only).
-  const double hard_stop = o.time_budget_s > 0 ? o.time_budget_s * 1.05 + 1.0 : 0;
+  // A unit still running when the budget ends is cut off there (the workers check the budget
+  // between units only): the budget is a budget, not a start time for the last unit.
+  const double hard_stop = o.time_budget_s > 0 ? o.time_budget_s : 0;
   for (;;) {
     std::vector<pollfd> fds;
     for (const Worker& w : workers) {
@@ -417,6 +417,53 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
   }
 }
 
+// Shrinks a failure's trace in a child process, as shrink_in_child does (a shrink that crashes
+// cannot take the hunt with it), but within the hunt's time budget: the budget covers the
+// shrink too, so `--time-budget 60` ends by 60 s. A shrink the budget cuts short leaves the
+// failure unshrunk, with a note naming the command that shrinks it. "" when shrunk.
+std::string shrink_within_budget(const HuntFailure& f, const std::string& out,
+                                 const HuntOptions& o, const Clock& clock) {
+  const ShrinkOptions so{.max_replays = o.shrink_replays,
+                         .max_replay_ops = o.shrink_replay_ops,
+                         .setup = o.setup};
+  if (o.time_budget_s <= 0) return shrink_in_child(f.trace, out, so);
+  const std::string later = "; `kvsim shrink " + f.trace + "` shrinks it";
+  if (clock.elapsed() >= o.time_budget_s) {
+    return "not shrunk: the time budget was spent before the shrink" + later;
+  }
+  std::error_code ec;
+  std::filesystem::remove(out, ec);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return "not shrunk: cannot start the shrink process";
+  if (pid == 0) {
+    const ShrinkResult s = shrink_trace(read_trace(f.trace).ops, so);
+    if (s.reproduced) write_op_trace(out, s.trace);
+    std::fflush(nullptr);
+    _exit(s.reproduced ? 0 : 3);
+  }
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return "not shrunk: lost the shrink process";
+    if (clock.elapsed() >= o.time_budget_s) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      std::filesystem::remove(out, ec);  // a trace cut off mid-write is no trace
+      return "not shrunk: the time budget ran out during the shrink" + later;
+    }
+    ::poll(nullptr, 0, 20);  // a 20 ms nap: the shrink's end is seen within 20 ms of it
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && std::filesystem::exists(out)) return "";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+    return "not shrunk: the trace did not reproduce its failure";
+  }
+  return "not shrunk: the shrink process " + crash_violation(status, 0).detail;
+}
+
 }  // namespace
 
 HuntUnit hunt_unit(const HuntOptions& options, uint64_t index) {
@@ -462,10 +509,7 @@ HuntReport run_hunt(const HuntOptions& options) {
     for (HuntFailure& f : report.failures) {
       if (f.trace.empty()) continue;  // a hang: no op trace to shrink
       const std::string out = trace_path(options, f.source, f.seed, ".shrunk.trace.jsonl");
-      f.shrink_note = shrink_in_child(f.trace, out,
-                                      {.max_replays = options.shrink_replays,
-                                       .max_replay_ops = options.shrink_replay_ops,
-                                       .setup = options.setup});
+      f.shrink_note = shrink_within_budget(f, out, options, clock);
       if (f.shrink_note.empty()) {
         f.shrunk_trace = out;
         f.shrunk_ops = read_trace(out).ops.ops.size();

@@ -2,7 +2,9 @@
 // seed S + i on either a swarm configuration (even units: sim/campaign/swarm.h draws it from the seed) or
 // one of the named scenarios (odd units, round-robin), records its op trace, and on a violation
 // writes the trace and (unless told not to) shrinks it. The hunt stops at the first N failures,
-// when the wall-time budget is spent, or after a fixed number of units.
+// when the wall-time budget is spent, or after a fixed number of units. The budget covers
+// everything, the shrinks included: a unit or a shrink still running at its end is cut off
+// there (a failure whose shrink is cut off is reported unshrunk, with a shrink_note).
 //
 // Determinism: which units run, and what each one does, depend on the base seed only; the wall
 // clock decides only how far the hunt gets (it never enters a simulated run). With jobs > 1 the
@@ -33,7 +35,7 @@ struct HuntFailure;
 
 struct HuntOptions {
   uint64_t seed = 1;
-  double time_budget_s = 60;  // 0 = no wall-time limit (then max_units must be set)
+  double time_budget_s = 60;  // shrinks included; 0 = no limit (then max_units must be set)
   uint64_t max_units = 0;     // 0 = no limit on units
   uint64_t failures = 1;      // stop after this many failing units
   int jobs = 1;
