@@ -53,6 +53,30 @@ std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
       off.emplace_back("pd");
     }
   }
+  if (!can.hybrid && can.mamba && s.cache.has_mamba() && !s.cache.has_swa()) {
+    // The SGLang target's FULL + Mamba tree (HiMambaRadixCache, no Mamba extra buffer): 1-token
+    // pages, HiCache, no storage tier, nothing beside it.
+    if (s.cache.page_size != 1) {
+      s.cache.page_size = 1;
+      off.emplace_back("mamba_page_size");
+    }
+    if (s.storage) {
+      s.storage = false;
+      off.emplace_back("storage");
+    }
+    if (!s.cache.hierarchical) {
+      s.cache.hierarchical = true;
+      off.emplace_back("non_hierarchical");
+    }
+    if (s.sparse_index_bytes_per_page > 0) {
+      s.sparse_index_bytes_per_page = 0;
+      off.emplace_back("sparse_index");
+    }
+    if (s.scheduler.mode == SchedulerMode::kPd) {
+      s.scheduler.mode = SchedulerMode::kNormal;
+      off.emplace_back("pd");
+    }
+  }
   if (!can.hybrid && !can.swa && s.cache.has_swa()) {
     s.cache.swa_window_tokens = 0;
     s.cache.swa_device_tokens = 0;

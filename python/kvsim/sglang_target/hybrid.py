@@ -42,6 +42,8 @@ def hybrid_config(scenario):
             "swa_device_tokens": int(cache.pop("swa_device_tokens", 0) or 0),
             "mamba_device_states": int(cache.pop("mamba_device_states", 0) or 0)}
     cache.pop("sparse_index_bytes_per_page", None)
+    for name in ("mamba_host_states", "mamba_layer_count", "mamba_state_bytes"):  # kvsim-core sizes
+        cache.pop(name, None)
     if cache.get("storage"):
         raise TargetConfigError("cache.storage: the hybrid SGLang target has no storage tier yet")
     cfg = CacheConfig.from_scenario({**(scenario or {}), "cache": cache})

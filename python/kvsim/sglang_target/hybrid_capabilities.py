@@ -7,7 +7,8 @@ Components (each True or False):
 - swa: UnifiedRadixCache with FULL + SWA and HiCache (the April-August 2026
   unified_cache_components tree whose assembler has an SWA stack); HiCache only, no storage
   tier, not beside Mamba (hybrid.py);
-- mamba: FULL + Mamba (not built yet: always False);
+- mamba: FULL + Mamba with HiCache through HiMambaRadixCache (mamba.py: page_size 1, HiCache
+  only, no storage tier, nothing beside it);
 - pd: PD decode's retract / resume through SGLang's MetadataBuffers (disaggregation/utils.py);
 - sparse_index: SGLang's NSA / DSA pool in memory_pool.py."""
 
@@ -49,6 +50,11 @@ def capabilities(mods):
     utils = _module_or_none(mods, "sglang.srt.disaggregation.utils")
     mem_pool = _module_or_none(mods, f"{MC}.memory_pool")
     return {"swa": swa_unsupported_reason(mods) is None,
-            "mamba": False,
+            "mamba": _mamba_ok(mods),
             "pd": utils is not None and isinstance(getattr(utils, "MetadataBuffers", None), type),
             "sparse_index": mem_pool is not None and nsa_class(mem_pool) is not None}
+
+
+def _mamba_ok(mods):
+    from kvsim.sglang_target.mamba import mamba_unsupported_reason  # noqa: PLC0415
+    return mamba_unsupported_reason(mods) is None
