@@ -141,7 +141,8 @@ if [ -z "${HUNT_CMD:-}" ]; then
     # --no-shrink: the score needs the first failure, not a small trace; shrinking a long
     # (e.g. liveness) trace on a mutant can outlast the 2 x budget + 30 s limit, which read as
     # "killed (hang)" with no output although the hunt had found the failure in seconds.
-    HUNT_CMD='{kvsim} hunt --time-budget {budget} --no-shrink --scenarios {scenarios} --trace-dir {traces}'
+    # --probes: the probe list probe_drop.py compares (without it the hunt prints one line).
+    HUNT_CMD='{kvsim} hunt --time-budget {budget} --no-shrink --probes --scenarios {scenarios} --trace-dir {traces}'
   else
     HUNT_CMD="$root/tools/mutate/standin_hunt.sh {kvsim} {budget} {scenarios} {traces}"
   fi
@@ -225,11 +226,15 @@ for id in $ids; do
           # No violation: did the hunt still take every path the original takes often? A code
           # probe the baseline reached hundreds of times that this hunt never reached is a
           # behaviour change it observed (tools/mutate/probe_drop.py).
-          if dropped=$(python3 "$root/tools/mutate/probe_drop.py" "$out/hunt-original.log" "$out/hunt-$id.log"); then
-            result="survived"; survived=$((survived + 1)); survivors+=("$id")
-          else
-            result="killed (probe ${dropped%% *})"; killed=$((killed + 1)); probe_killed=$((probe_killed + 1))
-          fi ;;
+          # probe_drop.py: 0 nothing dropped, 1 a probe dropped, 2 a log it cannot read (an
+          # error of the tool, never a kill).
+          drop_rc=0
+          dropped=$(python3 "$root/tools/mutate/probe_drop.py" "$out/hunt-original.log" "$out/hunt-$id.log") || drop_rc=$?
+          case $drop_rc in
+            0) result="survived"; survived=$((survived + 1)); survivors+=("$id") ;;
+            1) result="killed (probe ${dropped%% *})"; killed=$((killed + 1)); probe_killed=$((probe_killed + 1)) ;;
+            *) result="error (probe_drop.py exit $drop_rc)"; errors=$((errors + 1)) ;;
+          esac ;;
         1) result="killed"; killed=$((killed + 1)) ;;
         2) result="error"; errors=$((errors + 1)) ;;
         124 | 137) result="killed (hang)"; killed=$((killed + 1)) ;;

@@ -23,7 +23,8 @@ import sys
 
 def read(path):
     text = open(path, errors="replace").read()
-    m = re.search(r"^probes: \d+ of \d+ reached in (\d+) runs?$", text, re.M)
+    # The line may go on with a note in parentheses ("(rare code paths: ...)").
+    m = re.search(r"^probes: \d+ of \d+ reached in (\d+) runs?\b.*$", text, re.M)
     if not m:
         print(f"probe_drop.py: {path}: no 'probes: ... reached in N runs' line", file=sys.stderr)
         sys.exit(2)
