@@ -71,6 +71,28 @@ class ShadowComputed {
   size_t saved_;
 };
 
+// Hides a request's last token while the shadow admits it: SGLang matches at most len - 1
+// tokens (the last one is computed again for its logits), kvsim's core matches them all.
+class LastTokenHidden {
+ public:
+  LastTokenHidden(SimRequest& r, bool hide) : r_(r), hidden_(hide && !r.tokens.empty()) {
+    if (hidden_) {
+      last_ = r_.tokens.back();
+      r_.tokens.pop_back();
+    }
+  }
+  ~LastTokenHidden() {
+    if (hidden_) r_.tokens.push_back(last_);
+  }
+  LastTokenHidden(const LastTokenHidden&) = delete;
+  LastTokenHidden& operator=(const LastTokenHidden&) = delete;
+
+ private:
+  SimRequest& r_;
+  bool hidden_;
+  Token last_{};
+};
+
 }  // namespace
 
 // One side: its cache and, for kvsim's core, the counters its decisions are read from (the
@@ -254,7 +276,12 @@ std::optional<AdmitDecision> DifferentialCache::admit(SimRequest& r, bool load_b
   if (primary_->core != nullptr) primary_->noted["device_hit"] = p->device_hit_tokens;
   primary_->noted["admitted"] = 1;
   on_shadow([&] {
-    const std::optional<AdmitDecision> s = shadow_->cache->admit(r, load_back, defer_load, quota);
+    std::optional<AdmitDecision> s;
+    {
+      LastTokenHidden sglang_match(r, primary_->core == nullptr &&
+                                          ctx_.scenario.scheduler.mode != SchedulerMode::kPd);
+      s = shadow_->cache->admit(r, load_back, defer_load, quota);
+    }
     shadow_->noted["admitted"] = s.has_value();
     if (s) {
       if (shadow_->core != nullptr) shadow_->noted["device_hit"] = s->device_hit_tokens;
