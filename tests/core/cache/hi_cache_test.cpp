@@ -279,5 +279,54 @@ TEST_F(SelectiveTest, BacksUpOnlyOnTheSecondHit) {
   EXPECT_EQ(cache_->match_prefix(0, t).host_hit_length, 8);
 }
 
+// SGLang's insert(chunked=True), what cache_unfinished_req does after a middle chunk: the chunk's
+// nodes count no hit and are not written through; the prefill's last insert counts and writes.
+TEST_F(HiCacheTest, AChunkedInsertCountsNoHitAndWritesNothingThrough) {
+  const std::vector<Token> t = tokens_from(1, 16);
+  const std::span<const Token> chunk = std::span<const Token>(t).first(8);
+  RequestKV first(*cache_, 0);
+  ASSERT_TRUE(first.admit(t));
+  ASSERT_TRUE(first.extend(8));
+  forward(0, t, first.kv().slice(0, 8), 0);
+  first.finish(chunk, /*chunked=*/true);
+  TreeNode* node = cache_->match_prefix(0, chunk).last_device_node;
+  EXPECT_EQ(node->hit_count, 0u);
+  EXPECT_FALSE(node->backed_up());
+  EXPECT_EQ(cache_->controller().pending_writes(), 0u);
+  RequestKV last(*cache_, 0);
+  ASSERT_EQ(last.admit(t)->device_hit_tokens, 8);
+  ASSERT_TRUE(last.extend(16));
+  forward(0, t, last.kv().slice(8, 16), 8);
+  last.finish(t);
+  EXPECT_EQ(node->hit_count, 1u);
+  EXPECT_TRUE(node->backed_up());
+  EXPECT_EQ(cache_->controller().pending_writes(), 2u);  // the chunk's node and the rest
+  cache_->flush();
+}
+
+// With SGLang's eviction amounts a load-back that does not fit evicts the load's whole length
+// (load_back: evict(len(host_indices))), not the shortfall: 4 victims of 4 tokens, not 3.
+TEST_F(HiCacheTest, SglangEvictionAmountsEvictALoadBacksWholeLength) {
+  const std::vector<Token> a = tokens_from(1, 16);
+  run_request(0, a);
+  cache_->flush();
+  ASSERT_EQ(cache_->evict(16), 16);
+  for (Token i = 0; i < 15; ++i)
+    run_request(0, tokens_from(100 + 10 * i, 4));
+  cache_->flush();
+  ASSERT_EQ(cache_->available_device_size(), 4);
+  cache_->set_sglang_eviction_amounts(true);
+  const int64_t before = cache_->stats().evicted_device_tokens;
+  MatchResult m = cache_->match_prefix(0, a);
+  ASSERT_EQ(m.host_hit_length, 16);
+  LoadBackResult r = cache_->init_load_back(*m.best_match_node);
+  ASSERT_EQ(r.device_indices.size(), 16u);
+  EXPECT_EQ(cache_->stats().evicted_device_tokens - before, 16);  // the shortfall was 12
+  EXPECT_EQ(cache_->available_device_size(), 4);
+  cache_->ready_to_load_host_cache();
+  backend_.drain();
+  cache_->check_hicache_events();
+}
+
 }  // namespace
 }  // namespace kvsim
