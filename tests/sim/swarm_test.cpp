@@ -378,6 +378,7 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
   HuntOptions o = small_hunt();
   o.named.clear();
   o.max_units = 40;
+  o.failures = o.max_units;  // every unit runs in both hunts, failing or not
   o.shrink = false;
   o.setup = [](Executor& e) {
     if (!e.scenario().cache.has_mamba()) {
@@ -387,10 +388,15 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
   const HuntReport one = run_hunt(o);
   o.jobs = 2;
   const HuntReport two = run_hunt(o);
-  ASSERT_EQ(one.failures.size(), 1u);
-  ASSERT_EQ(two.failures.size(), 1u);
-  EXPECT_EQ(two.failures.front().invariant, one.failures.front().invariant);
+  ASSERT_FALSE(one.failures.empty());
+  ASSERT_EQ(two.failures.size(), one.failures.size());
+  for (size_t i = 0; i < one.failures.size(); ++i) {
+    EXPECT_EQ(two.failures[i].unit, one.failures[i].unit);
+    EXPECT_EQ(two.failures[i].invariant, one.failures[i].invariant);
+  }
   EXPECT_EQ(two.jobs, 2);
+  EXPECT_EQ(one.units, o.max_units);
+  EXPECT_EQ(two.units, o.max_units);
   // What a worker found is what that unit does in process: the same seed, the same failure.
   const HuntUnit u = hunt_unit(o, two.failures.front().unit);
   const RunResult again =
@@ -419,7 +425,7 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
     EXPECT_EQ(rec.event_hash, it->second->event_hash) << "unit " << rec.unit;
     EXPECT_EQ(rec.features, it->second->features) << "unit " << rec.unit;
   }
-  EXPECT_GT(shared, 1u);
+  EXPECT_EQ(shared, two.units);
   const HuntUnitRecord& failing = *by_unit.at(two.failures.front().unit);
   EXPECT_EQ(failing.verdict, "violation");
   EXPECT_EQ(failing.invariant, two.failures.front().invariant);
@@ -444,7 +450,9 @@ class EndlessLoop final : public ExecutorObserver {
 #if !defined(__OPTIMIZE__) || defined(__SANITIZE_ADDRESS__)
 constexpr double kUnitAllowanceS = 15.0;
 #else
-constexpr double kUnitAllowanceS = 1.0;
+// A release unit takes well under a second on an idle core; the margin is for a loaded CI box
+// (ctest -j2 beside other tests), where 1 s was seen to cut a clean unit short.
+constexpr double kUnitAllowanceS = 5.0;
 #endif
 
 TEST(Hunt, AUnitPastItsAllowanceIsAHangFailureNotDropped) {
