@@ -105,6 +105,9 @@ class DifferentialCache final : public CacheUnderTest {
   // The tokens each request was admitted with: SGLang's prefill, which after a retract covers
   // the outputs generated before it too (the request comes back as prompt + outputs).
   std::map<RequestId, size_t> prefill_len_;
+  // Requests aborted while prefetching whose operation SGLang's storage workers may still
+  // dequeue (the by-design row for storage steps, differential_cache.cpp).
+  int64_t dead_prefetch_ops_ = 0;
   int64_t compared_ = 0;
   int64_t excused_ = 0;
 };
