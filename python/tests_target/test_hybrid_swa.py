@@ -140,7 +140,7 @@ def test_hello_reports_what_the_revision_builds(tag, swa):
     assert r["ok"], r
     caps = r["sglang"]["capabilities"]
     assert caps["swa"] is swa and caps["mamba"] is False, caps
-    assert set(caps) == {"swa", "mamba", "pd", "sparse_index"}
+    assert set(caps) == {"swa", "mamba", "mamba_buildable", "pd", "sparse_index"}
     d.close()
 
 

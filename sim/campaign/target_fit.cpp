@@ -26,73 +26,66 @@ TargetCapabilities capabilities_of(const Target& target) {
                             .pd = c.value("pd", false)};
 }
 
+namespace {
+
+// SGLang's hybrid trees (FULL + SWA, FULL + Mamba) run with HiCache and nothing beside them: no
+// storage tier, no sparse index, no PD decode.
+void fit_hybrid_tree_alone(Scenario& s, std::vector<std::string>& off) {
+  if (s.storage) {
+    s.storage = false;
+    off.emplace_back("storage");
+  }
+  if (!s.cache.hierarchical) {
+    s.cache.hierarchical = true;
+    off.emplace_back("non_hierarchical");
+  }
+  if (s.sparse_index_bytes_per_page > 0) {
+    s.sparse_index_bytes_per_page = 0;
+    off.emplace_back("sparse_index");
+  }
+  if (s.scheduler.mode == SchedulerMode::kPd) {
+    s.scheduler.mode = SchedulerMode::kNormal;
+    off.emplace_back("pd");
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> fit_to_target(Scenario& s, const Target& target) {
-  const TargetCapabilities can = capabilities_of(target);
+  return fit_to_capabilities(s, capabilities_of(target), target.is_kvsim());
+}
+
+std::vector<std::string> fit_to_capabilities(Scenario& s, const TargetCapabilities& can,
+                                             bool kvsim) {
   std::vector<std::string> off;
-  if (!can.hybrid && can.swa && s.cache.has_swa()) {
-    // The SGLang target's FULL + SWA tree: HiCache, no storage tier, nothing beside it.
-    if (s.cache.has_mamba()) {
+  if (!can.hybrid) {
+    // SGLang's target: a component the revision cannot build goes first, then what its hybrid
+    // tree (FULL + SWA or FULL + Mamba, never both) cannot have beside it. In this order a unit
+    // drawn with SWA and Mamba at a revision that builds only one keeps no storage tier beside
+    // the one it keeps.
+    if (s.cache.has_swa() && !can.swa) {
+      s.cache.swa_window_tokens = 0;
+      s.cache.swa_device_tokens = 0;
+      s.cache.swa_host_tokens = 0;
+      off.emplace_back("swa");
+    }
+    if (s.cache.has_mamba() && (!can.mamba || s.cache.has_swa())) {
       s.cache.mamba_device_states = 0;
       s.cache.mamba_host_states = 0;
       off.emplace_back("mamba");
     }
-    if (s.storage) {
-      s.storage = false;
-      off.emplace_back("storage");
-    }
-    if (!s.cache.hierarchical) {
-      s.cache.hierarchical = true;
-      off.emplace_back("non_hierarchical");
-    }
-    if (s.sparse_index_bytes_per_page > 0) {
-      s.sparse_index_bytes_per_page = 0;
-      off.emplace_back("sparse_index");
-    }
-    if (s.scheduler.mode == SchedulerMode::kPd) {
-      s.scheduler.mode = SchedulerMode::kNormal;
-      off.emplace_back("pd");
-    }
-  }
-  if (!can.hybrid && can.mamba && s.cache.has_mamba() && !s.cache.has_swa()) {
-    // The SGLang target's FULL + Mamba tree (HiMambaRadixCache, no Mamba extra buffer): 1-token
-    // pages, HiCache, no storage tier, nothing beside it.
-    if (s.cache.page_size != 1) {
+    if (s.cache.has_mamba() && s.cache.page_size != 1) {
+      // HiMambaRadixCache without the Mamba extra buffer: 1-token pages.
       s.cache.page_size = 1;
       off.emplace_back("mamba_page_size");
     }
-    if (s.storage) {
-      s.storage = false;
-      off.emplace_back("storage");
-    }
-    if (!s.cache.hierarchical) {
-      s.cache.hierarchical = true;
-      off.emplace_back("non_hierarchical");
-    }
-    if (s.sparse_index_bytes_per_page > 0) {
-      s.sparse_index_bytes_per_page = 0;
-      off.emplace_back("sparse_index");
-    }
-    if (s.scheduler.mode == SchedulerMode::kPd) {
-      s.scheduler.mode = SchedulerMode::kNormal;
-      off.emplace_back("pd");
-    }
-  }
-  if (!can.hybrid && !can.swa && s.cache.has_swa()) {
-    s.cache.swa_window_tokens = 0;
-    s.cache.swa_device_tokens = 0;
-    s.cache.swa_host_tokens = 0;
-    off.emplace_back("swa");
-  }
-  if (!can.hybrid && !can.mamba && s.cache.has_mamba()) {
-    s.cache.mamba_device_states = 0;
-    s.cache.mamba_host_states = 0;
-    off.emplace_back("mamba");
+    if (s.cache.has_swa() || s.cache.has_mamba()) fit_hybrid_tree_alone(s, off);
   }
   if (!can.sparse_index && s.sparse_index_bytes_per_page > 0) {
     s.sparse_index_bytes_per_page = 0;
     off.emplace_back("sparse_index");
   }
-  if (!target.is_kvsim() && s.sparse_index_bytes_per_page > 0) {
+  if (!kvsim && s.sparse_index_bytes_per_page > 0) {
     // SGLang's NSA pool asserts page_size 64 on CUDA, and HiRadixCache over it is SGLang's
     // hybrid NSA controller, which the SGLang target does not build: a sparse unit runs on 64-token
     // pages (pools rounded up) with the device tier only.

@@ -36,4 +36,8 @@ TargetCapabilities capabilities_of(const Target& target);
 // when the scenario runs as drawn.
 std::vector<std::string> fit_to_target(Scenario& s, const Target& target);
 
+// The same, for a target with capabilities `can` (`kvsim`: kvsim's core).
+std::vector<std::string> fit_to_capabilities(Scenario& s, const TargetCapabilities& can,
+                                             bool kvsim);
+
 }  // namespace kvsim::sim

@@ -17,6 +17,7 @@
 #include "sim/model/core_cache.h"
 #include "sim/model/differential_cache.h"
 #include "sim/model/executor.h"
+#include "tests/support/sglang_env.h"
 
 namespace kvsim::sim {
 namespace {
@@ -31,10 +32,8 @@ RunResult run_two_cores(const Scenario& s, const Scenario& shadow_scenario, uint
           auto d = std::make_unique<DifferentialCache>(
               std::move(ctx), [](CacheContext c) { return std::make_unique<KvsimCoreCache>(c); },
               [&](CacheContext c) {
-                return std::make_unique<KvsimCoreCache>(CacheContext{.scenario = shadow_scenario,
-                                                                     .seed = c.seed,
-                                                                     .fail = c.fail,
-                                                                     .stats = c.stats});
+                return std::make_unique<KvsimCoreCache>(CacheContext{
+                    .scenario = shadow_scenario, .seed = c.seed, .fail = c.fail, .stats = c.stats});
               });
           if (out != nullptr) *out = d.get();
           return d;
@@ -45,14 +44,19 @@ RunResult run_two_cores(const Scenario& s, const Scenario& shadow_scenario, uint
 }
 
 // What a plain executor reports after an op, for the independent reference.
-using Observed = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, size_t, size_t>;
+using Observed =
+    std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, size_t, size_t>;
 Observed observe(Executor& e, const OpOutcome& out) {
   const HiCacheStats& st = e.cache().stats();
   const CacheController& c = e.cache().controller();
-  return {out.applied,          out.ok,
-          e.stats().device_hit_tokens, e.stats().host_hit_tokens,
-          st.evicted_device_tokens,   st.evicted_host_tokens,
-          st.load_back_tokens,        c.pending_writes(),
+  return {out.applied,
+          out.ok,
+          e.stats().device_hit_tokens,
+          e.stats().host_hit_tokens,
+          st.evicted_device_tokens,
+          st.evicted_host_tokens,
+          st.load_back_tokens,
+          c.pending_writes(),
           c.pending_loads()};
 }
 
@@ -96,7 +100,8 @@ TEST(Differential, APlantedEvictionOrderFlipIsReportedAtTheOpItFirstShowsAt) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     // The ops the run applies follow the primary only: the plain LRU run's ops.
     std::vector<Op> ops;
-    const RunResult alone = run_scenario(RunRequest{.scenario = &lru, .seed = seed, .record = &ops});
+    const RunResult alone =
+        run_scenario(RunRequest{.scenario = &lru, .seed = seed, .record = &ops});
     ASSERT_TRUE(alone.ok());
     const size_t expected = first_difference(lru, lfu, seed, ops);
     const RunResult r = run_two_cores(lru, lfu, seed, nullptr);
@@ -155,22 +160,13 @@ TEST(Differential, ATargetRecordsTheDifferentialAndReadsItBack) {
 
 // --- Against SGLang's own cache.
 
-std::string sglang_skip_reason() {
-  const std::filesystem::path bundle =
-      std::filesystem::path(KVSIM_SOURCE_DIR) / ".." / "shared" / "sglang" / "sglang-slice.bundle";
-  if (!std::filesystem::exists(bundle)) return "no SGLang bundle at " + bundle.string();
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    return "/usr/bin/python3 has no torch (apt install python3-torch)";
-  }
-  return "";
-}
-
 // The default scenario through SGLang's cache at the newest snapshot with kvsim's core beside it:
 // with the differences by design run SGLang's way (docs/sglang-hunt.md, "Differential"), every
 // call's decisions agree — hits, load-backs, device and host eviction amounts, acks consumed —
 // to the end of each run. Before that handling these seeds diverged after ops 395-525.
 TEST(DifferentialSglang, TheDefaultScenarioAgreesWithKvsimsCoreOpForOp) {
-  if (const std::string why = sglang_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
   setenv("KVSIM_SOURCE_DIR", KVSIM_SOURCE_DIR, 0);
   Scenario s = default_scenario();
   s.workload.requests = 40;

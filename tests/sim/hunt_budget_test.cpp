@@ -10,31 +10,10 @@
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
 #include "sim/campaign/hunt.h"
+#include "tests/support/planted_component.h"
 
 namespace kvsim::sim {
 namespace {
-
-// A planted bug (a test hook, not a core change): fails as soon as a node is split.
-class SplitFails final : public TreeComponent {
- public:
-  ComponentType type() const override { return ComponentType::kMamba; }
-  std::string_view name() const override { return "split-fails"; }
-  std::unique_ptr<MatchValidator> make_validator() const override {
-    struct AcceptAll final : MatchValidator {
-      MatchVerdict visit(const TreeNode&) override { return {true, true}; }
-    };
-    return std::make_unique<AcceptAll>();
-  }
-  void acquire_lock(RadixTree&, TreeNode&, LockRecord&) override {}
-  void release_lock(RadixTree&, const LockRecord&) override {}
-  void on_split(TreeNode&, TreeNode&, size_t) override { split_ = true; }
-  void sanity_check(const RadixTree&, SanityReport& report) const override {
-    if (split_) report.add("planted.split", "a node was split");
-  }
-
- private:
-  bool split_ = false;
-};
 
 // Makes every run (hunt unit or shrink replay) slow to start: a shrink's hundreds of replays
 // then take far longer than the budget.
@@ -84,7 +63,8 @@ TEST(HuntBudget, TheShrinkOfAFailureFitsInTheBudget) {
   static SlowStart slow(100);
   o.setup = [](Executor& e) {
     if (!e.scenario().cache.has_mamba()) {
-      e.cache().tree().add_component(std::make_unique<SplitFails>());
+      e.cache().tree().add_component(
+          std::make_unique<testing::PlantedBugComponent>(1, "planted.split"));
       e.set_observer(&slow);
     }
   };

@@ -10,26 +10,18 @@
 
 #include "sim/campaign/runner.h"
 #include "sim/model/driver_process.h"
+#include "tests/support/sglang_env.h"
 
 namespace kvsim::sim {
 namespace {
 
 constexpr const char* kNewest = "bundle:sglang-6ed5780c4f";
 
-std::string skip_reason() {
-  const std::filesystem::path bundle =
-      std::filesystem::path(KVSIM_SOURCE_DIR) / ".." / "shared" / "sglang" / "sglang-slice.bundle";
-  if (!std::filesystem::exists(bundle)) return "no SGLang bundle at " + bundle.string();
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    return "/usr/bin/python3 has no torch (apt install python3-torch)";
-  }
-  return "";
-}
-
 class SglangTarget : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty())
+      GTEST_SKIP() << why;
     setenv("KVSIM_SOURCE_DIR", KVSIM_SOURCE_DIR, 0);
   }
   static Target newest() { return Target{.kind = Target::Kind::kSglang, .sglang_src = kNewest}; }

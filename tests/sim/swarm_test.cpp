@@ -12,14 +12,15 @@
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
-#include "sim/model/content_oracle.h"
-#include "sim/campaign/hunt.h"
 #include "sim/base/json_reader.h"
-#include "sim/model/option_contract.h"
+#include "sim/campaign/hunt.h"
 #include "sim/campaign/runner.h"
 #include "sim/campaign/swarm.h"
+#include "sim/model/content_oracle.h"
+#include "sim/model/option_contract.h"
 #include "sim/trace/trace.h"
 #include "sim/workload/workload.h"
+#include "tests/support/planted_component.h"
 
 namespace kvsim::sim {
 namespace {
@@ -285,26 +286,9 @@ TEST(HostProtection, ALeakedProtectionIsReportedAndFailsQuiescence) {
 }
 
 // Fires once the tree has split a node: what ordinary workloads reach in a few requests.
-class SplitBug final : public TreeComponent {
- public:
-  ComponentType type() const override { return ComponentType::kMamba; }
-  std::string_view name() const override { return "split-bug"; }
-  std::unique_ptr<MatchValidator> make_validator() const override {
-    struct AcceptAll final : MatchValidator {
-      MatchVerdict visit(const TreeNode&) override { return {true, true}; }
-    };
-    return std::make_unique<AcceptAll>();
-  }
-  void acquire_lock(RadixTree&, TreeNode&, LockRecord&) override {}
-  void release_lock(RadixTree&, const LockRecord&) override {}
-  void on_split(TreeNode&, TreeNode&, size_t) override { split_ = true; }
-  void sanity_check(const RadixTree&, SanityReport& report) const override {
-    if (split_) report.add("planted.split", "a node was split");
-  }
-
- private:
-  bool split_ = false;
-};
+std::unique_ptr<TreeComponent> split_bug() {
+  return std::make_unique<testing::PlantedBugComponent>(1, "planted.split");
+}
 
 HuntOptions small_hunt() {
   HuntOptions o;
@@ -345,7 +329,7 @@ TEST(Hunt, FindsShrinksAndReplaysAPlantedBug) {
   o.max_units = 40;
   o.setup = [](Executor& e) {
     if (!e.scenario().cache.has_mamba()) {
-      e.cache().tree().add_component(std::make_unique<SplitBug>());
+      e.cache().tree().add_component(split_bug());
     }
   };
   std::vector<HuntFailure> told;  // on_failure: called as found, before the shrink
@@ -382,7 +366,7 @@ TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
   o.shrink = false;
   o.setup = [](Executor& e) {
     if (!e.scenario().cache.has_mamba()) {
-      e.cache().tree().add_component(std::make_unique<SplitBug>());
+      e.cache().tree().add_component(split_bug());
     }
   };
   const HuntReport one = run_hunt(o);

@@ -1,10 +1,12 @@
-// A planted bug for simulator tests: a component whose sanity check fails from the second node
-// split on, so a run that splits twice reports `planted.second_split`. Shared by the planted-bug,
-// timeline and tree-picture tests.
+// A planted bug for simulator tests: a component whose sanity check fails once the tree has
+// split `fire_from_split` nodes (default: from the second split on, reported as
+// `planted.second_split`). Shared by the planted-bug, timeline, tree-picture and hunt tests.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/tree/component.h"
 #include "core/tree/radix_tree.h"
@@ -13,6 +15,9 @@ namespace kvsim::sim::testing {
 
 class PlantedBugComponent final : public TreeComponent {
  public:
+  explicit PlantedBugComponent(int fire_from_split = 2,
+                               std::string invariant = "planted.second_split")
+      : fire_from_split_(fire_from_split), invariant_(std::move(invariant)) {}
   ComponentType type() const override { return ComponentType::kMamba; }  // unused slot here
   std::string_view name() const override { return "planted"; }
   std::unique_ptr<MatchValidator> make_validator() const override {
@@ -25,10 +30,12 @@ class PlantedBugComponent final : public TreeComponent {
   void release_lock(RadixTree&, const LockRecord&) override {}
   void on_split(TreeNode&, TreeNode&, size_t) override { ++splits_; }
   void sanity_check(const RadixTree&, SanityReport& report) const override {
-    if (splits_ >= 2) report.add("planted.second_split", "the planted bug fired");
+    if (splits_ >= fire_from_split_) report.add(invariant_, "the planted bug fired");
   }
 
  private:
+  int fire_from_split_;
+  std::string invariant_;
   int splits_ = 0;
 };
 
