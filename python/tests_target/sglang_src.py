@@ -70,3 +70,32 @@ def bundle_tags() -> list:
 def sglang_checkout(tag: str):
     bundle_or_skip()
     return target.resolve_source(f"bundle:{tag}", cache_dir=cache_dir())
+
+
+# Drivers of the protocol tests (test_hybrid_swa.py, test_mamba_hicache.py): a test module that
+# imports `fresh_process_state` gets it as an autouse fixture, which closes every driver `driver`
+# made (the fake device uninstalled) and unloads SGLang around each test.
+_OPEN = []
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_state():
+    target.unload()
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+    target.unload()
+
+
+def driver(tag):
+    from kvsim.sglang_target.driver import Driver
+    sglang_checkout(tag)
+    d = Driver(f"bundle:{tag}", cache_dir=cache_dir())
+    _OPEN.append(d)
+    return d
+
+
+def lifecycle(rid, tokens):
+    return [{"call": "admit", "rid": rid, "ns": 0, "tokens": tokens},
+            {"call": "compute", "rid": rid, "n": len(tokens), "tokens": tokens},
+            {"call": "finish", "rid": rid, "computed": len(tokens)}, {"call": "flush"}]

@@ -6,7 +6,7 @@ fault; a revision without an SWA stack is refused with a clear error."""
 
 import pytest
 import torch
-from sglang_src import cache_dir, sglang_checkout, target
+from sglang_src import driver, fresh_process_state, lifecycle, target  # noqa: F401 (fixture)
 
 PARENT, FIX, NEWEST, APRIL = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-6ed5780c4f", "sglang-82254bd9c5"
 SCENARIO = {"cache": {"page_size": 4, "device_tokens": 64, "host_tokens": 128, "layer_count": 2,
@@ -17,30 +17,6 @@ B = A[:16] + list(range(200, 210))
 C = list(range(300, 340))
 
 
-_OPEN = []  # drivers a test made: closed at its end, whatever it left (the fake device uninstalled)
-
-
-@pytest.fixture(autouse=True)
-def fresh_process_state():
-    target.unload()
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-    target.unload()
-
-
-def driver(tag):
-    from kvsim.sglang_target.driver import Driver
-    sglang_checkout(tag)
-    d = Driver(f"bundle:{tag}", cache_dir=cache_dir())
-    _OPEN.append(d)
-    return d
-
-
-def lifecycle(rid, tokens):
-    return [{"call": "admit", "rid": rid, "ns": 0, "tokens": tokens},
-            {"call": "compute", "rid": rid, "n": len(tokens), "tokens": tokens},
-            {"call": "finish", "rid": rid, "computed": len(tokens)}, {"call": "flush"}]
 
 
 def run_clean(d):

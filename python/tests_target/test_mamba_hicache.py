@@ -7,7 +7,7 @@ in place) and seed 000's parent (pool-transfer indices not moved to the device) 
 end in a violation of a general check (residency / the transfer kernel's index check)."""
 
 import pytest
-from sglang_src import cache_dir, sglang_checkout, target
+from sglang_src import driver, fresh_process_state, lifecycle  # noqa: F401 (fixture)
 
 FIX, PARENT_001, PARENT_000 = "sglang-21835fb0af", "sglang-82254bd9c5", "sglang-900aad5f72"
 SCENARIO = {"cache": {"page_size": 1, "device_tokens": 64, "host_tokens": 160, "layer_count": 2,
@@ -18,30 +18,6 @@ A = list(range(100, 124))
 B = A[:16] + list(range(200, 210))
 C = list(range(300, 360))
 
-_OPEN = []
-
-
-@pytest.fixture(autouse=True)
-def fresh_process_state():
-    target.unload()
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-    target.unload()
-
-
-def driver(tag):
-    from kvsim.sglang_target.driver import Driver
-    sglang_checkout(tag)
-    d = Driver(f"bundle:{tag}", cache_dir=cache_dir())
-    _OPEN.append(d)
-    return d
-
-
-def lifecycle(rid, tokens):
-    return [{"call": "admit", "rid": rid, "ns": 0, "tokens": tokens},
-            {"call": "compute", "rid": rid, "n": len(tokens), "tokens": tokens},
-            {"call": "finish", "rid": rid, "computed": len(tokens)}, {"call": "flush"}]
 
 
 # A Mamba prefix hit needs a node with Mamba state: d extends A (A's 24 tokens end in one).
