@@ -190,20 +190,32 @@ class Driver(StorageCalls, RetractCalls):
         # Every call: the prefetch liveness check reads the host allocations this call made.
         allocs = self.host_allocs.take() if self.host_allocs is not None else []
         v = checks.check_prefetch_liveness(t, allocs)
-        if v is not None or not self._full_check_due(call):
+        if v is not None:
             return v
-        nodes = checks.walk(t.cache.root_node)
+        reqs = list(self.reqs.values())
+        return self.run_full_checks(
+            call,
+            (lambda nodes: checks.check_residency(t, nodes), lambda nodes: checks.check_locks(t, nodes),
+             lambda nodes: checks.check_tree_shape(t, nodes), lambda nodes: checks.check_slots(t, nodes, reqs),
+             lambda nodes: checks.check_storage_keys(t, nodes), lambda nodes: self._retract_check()),
+            lambda nodes: checks.check_content_full(t) or checks.check_storage_content(t, nodes))
+
+    def run_full_checks(self, call, node_checks, content_check):
+        """When a full check is due (_full_check_due): walks the tree once, runs `node_checks` (each
+        takes the walked nodes) in order to the first violation, then `content_check` every
+        content_every full checks and at quiescence. The plain, hybrid and Mamba targets' schedule."""
+        from kvsim.sglang_target import checks  # noqa: PLC0415
+        if not self._full_check_due(call):
+            return None
+        nodes = checks.walk(self.target.cache.root_node)
         self._last_nodes = len(nodes)
         self.full_checks += 1
-        reqs = list(self.reqs.values())
-        for check in (lambda: checks.check_residency(t, nodes), lambda: checks.check_locks(t, nodes),
-                      lambda: checks.check_tree_shape(t, nodes), lambda: checks.check_slots(t, nodes, reqs),
-                      lambda: checks.check_storage_keys(t, nodes), self._retract_check):
-            v = check()
+        for check in node_checks:
+            v = check(nodes)
             if v is not None:
                 return v
         if self.content_every and (self.full_checks % self.content_every == 0 or call == "quiescent"):
-            return checks.check_content_full(t) or checks.check_storage_content(t, nodes)
+            return content_check(nodes)
         return None
 
     # ---- calls -----------------------------------------------------------------------------------

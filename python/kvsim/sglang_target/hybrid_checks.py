@@ -198,18 +198,10 @@ def check_hybrid(driver, call):
     if getattr(t, "mamba_tree", False):  # HiMambaRadixCache: a tree of its own (mamba.py)
         from kvsim.sglang_target.mamba_checks import check_mamba  # noqa: PLC0415
         return check_mamba(driver, call)
-    if not driver._full_check_due(call):
-        return None
-    nodes = checks.walk(t.cache.root_node)
-    driver._last_nodes = len(nodes)
-    driver.full_checks += 1
-    for check in (check_residency, check_component_locks, check_sizes):
-        v = check(t, nodes)
-        if v is not None:
-            return v
-    if driver.content_every and (driver.full_checks % driver.content_every == 0 or call == "quiescent"):
-        return check_content(t, nodes)
-    return None
+    return driver.run_full_checks(
+        call, [lambda nodes, check=check: check(t, nodes)
+               for check in (check_residency, check_component_locks, check_sizes)],
+        lambda nodes: check_content(t, nodes))
 
 
 def check_quiescent(target, requests):

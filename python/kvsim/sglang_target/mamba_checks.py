@@ -93,18 +93,10 @@ def check_sizes(target, nodes):
 def check_mamba(driver, call):
     """The driver's per-call check for the Mamba target (via hybrid_checks.check_hybrid)."""
     t = driver.target
-    if not driver._full_check_due(call):
-        return None
-    nodes = checks.walk(t.cache.root_node)
-    driver._last_nodes = len(nodes)
-    driver.full_checks += 1
-    for check in (check_residency, check_locks, check_sizes):
-        v = check(t, nodes)
-        if v is not None:
-            return v
-    if driver.content_every and (driver.full_checks % driver.content_every == 0 or call == "quiescent"):
-        return checks.check_content_full(t)
-    return None
+    return driver.run_full_checks(
+        call, [lambda nodes, check=check: check(t, nodes)
+               for check in (check_residency, check_locks, check_sizes)],
+        lambda nodes: checks.check_content_full(t))
 
 
 def check_quiescent(target, requests):
