@@ -6,6 +6,8 @@
 # when the binary has that subcommand, and the stateful property tests (their probes).
 # Usage: tools/probe_sweep.sh [kvsim binary] [seeds per scenario]   (default: 40; the
 #        mooncake_synthetic scenario, 9 s a seed, runs 1 seed)
+# Env:   KVSIM_PROBE_REPORTS=DIR  take the scenarios' reports from a sweep that already ran
+#        (DIR/<scenario>.jsonl, `kvsim run ... --json`; CI's sweep) instead of sweeping again
 # Budget: about 1 minute on 2 cores with the default seeds.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,15 +30,31 @@ run_one() {  # <scenario> <seeds>
 export -f run_one
 export kvsim out
 
-{
+if [ -n "${KVSIM_PROBE_REPORTS:-}" ]; then
+  # A sweep that already ran (CI's: tools/test.sh) left each scenario's --json output as
+  # DIR/<scenario>.jsonl: its probe reports are used instead of sweeping again. Every scenario
+  # must have one.
   for s in "$root"/scenarios/*.json; do
-    if [ "$(basename "$s")" = mooncake_synthetic.json ]; then
-      echo "$s 1"
-    else
-      echo "$s $seeds"
-    fi
+    name=$(basename "$s" .json)
+    f="$KVSIM_PROBE_REPORTS/$name.jsonl"
+    [ -s "$f" ] || { echo "probe_sweep.sh: no sweep output $f for scenario $name" >&2; exit 2; }
+    # The last report: a sweep's summary line, or a single run's one document.
+    jq -c 'if .sweep then {probe_report: .sweep.probe_report}
+           elif .probe_report then {probe_report} else empty end' "$f" | tail -1 \
+      >"$out/$name.probes.json"
+    [ -s "$out/$name.probes.json" ] || { echo "probe_sweep.sh: $f has no probe report" >&2; exit 2; }
   done
-} | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1"'
+else
+  {
+    for s in "$root"/scenarios/*.json; do
+      if [ "$(basename "$s")" = mooncake_synthetic.json ]; then
+        echo "$s 1"
+      else
+        echo "$s $seeds"
+      fi
+    done
+  } | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1"'
+fi
 
 # A fixed number of hunt units (not a time budget): which units run, and so which probes they
 # reach, is the same on every machine. The hunt's swarm configurations and adversarial

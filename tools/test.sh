@@ -2,25 +2,49 @@
 # Sets up dependencies, builds a preset (default: Release with assertions on) and runs every
 # test: units, simulator and CLI tests, properties, the conformance kit, trace replays and a
 # 100-seed sweep of every scenario.
-# With CI=true (as .ci/run sets it) it then also runs the campaigns CI owns: 200 more seeds of
-# every scenario, the code-probe sweep (tools/probe_sweep.sh: fails on a probe no run reaches),
-# a short fuzz smoke of every libFuzzer target (fuzz/run_smoke.sh, clang build), the mutation
-# runner (tests/mutants/run_mutants.sh) and a small blind mutation-score sample
-# (tools/mutation_score.sh), and builds with -Werror.
+# With CI=true (as .ci/run sets it) it builds hardened, fails on any compiler warning, sweeps
+# seeds 1-300 of every scenario (instead of ctest's 100) and then runs the campaigns CI owns: the
+# code-probe sweep (tools/probe_sweep.sh: fails on a probe no run reaches), a short fuzz smoke of
+# every libFuzzer target (fuzz/run_smoke.sh, clang build), the blind hunt against SGLang's own
+# cache (ctest -L sglang), the mutation runner (tests/mutants/run_mutants.sh) and a small blind
+# mutation-score sample (tools/mutation_score.sh). Each stage prints its start in seconds.
 # Usage: tools/test.sh [preset]   (default | debug | asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-default}"
 tools/setup.sh
-werror=OFF
-if [ "${CI:-}" = "true" ]; then werror=ON; fi
+# CI builds hardened (libstdc++ assertions: an out-of-range index aborts instead of reading
+# garbage) and fails on any compiler warning. The warnings are found in the build's output, not
+# by -Werror, so that the compile commands are the mutation runner's (tests/mutants/
+# run_mutants.sh builds the same files hardened, without -Werror: a mutant may warn) and its
+# build is served from this one's compiler cache.
+configure_args=(-DKVSIM_WERROR=OFF)
+ctest_args=()
+if [ "${CI:-}" = "true" ]; then
+  configure_args+=(-DKVSIM_HARDENED=ON)
+  # Seeds 1-100 of every scenario (the sweep label) run in the CI sweep below, as seeds 1-300,
+  # once, with their probe reports kept for the probe sweep.
+  if [ "$preset" = "default" ]; then ctest_args=(-LE '^sweep$'); fi
+fi
 # ccache (tools/setup.sh installs it) makes a rebuild of unchanged sources cheap, also in a fresh
-# clone at the same path; every CI build below uses it.
+# clone at the same path; every CI build below uses it. Paths below the checkout are hashed
+# relative to the build folder, and (with -g1 debug info) the folder itself is not hashed, so a
+# copy of the tree at the same depth (the mutation runner's) hits the same entries.
 launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake --preset "$preset" -DKVSIM_WERROR="$werror" "${launcher[@]}" >/dev/null
-cmake --build --preset "$preset" -j"$(nproc)"
-ctest --preset "$preset" -j"$(nproc)"
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
+fi
+cmake --preset "$preset" "${configure_args[@]}" "${launcher[@]}" >/dev/null
+mkdir -p build
+build_log="build/build-$preset.log"
+cmake --build --preset "$preset" -j"$(nproc)" 2>&1 | tee "$build_log"
+if [ "${CI:-}" = "true" ] && grep -E '(^|[ :])(warning|Warning):' "$build_log" >/dev/null; then
+  echo "CI: the build printed compiler warnings (CI treats them as errors):" >&2
+  grep -E -B2 -A6 '(^|[ :])(warning|Warning):' "$build_log" >&2
+  exit 1
+fi
+ctest --preset "$preset" -j"$(nproc)" "${ctest_args[@]}"
 echo "== build and ctest took ${SECONDS} s"
 
 if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
@@ -34,16 +58,33 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
     export TMPDIR
     trap 'rm -rf "$TMPDIR"' EXIT
   fi
-  # ctest swept seeds 1-100 of every scenario; CI adds the next ${KVSIM_CI_SEEDS:-200}, two
-  # scenarios at a time. A failing seed leaves its op trace in build/ci-sweep/.
-  seeds="${KVSIM_CI_SEEDS:-200}"
-  echo "== [${SECONDS} s] simulator sweep: seeds 101-$((100 + seeds)) of every scenario"
-  mkdir -p build/ci-sweep
-  ls scenarios/*.json | grep -v mooncake_synthetic |
-    xargs -P 2 -I{} build/default/tools/kvsim run {} --seed 101 --seeds "$seeds" \
-      --no-progress --trace-dir build/ci-sweep
-  echo "== [${SECONDS} s] code probes: every probe reached by a bounded sweep (tools/probe_sweep.sh)"
-  tools/probe_sweep.sh build/default/tools/kvsim
+  # Seeds 1-${KVSIM_CI_SEEDS:-300} of every scenario (ctest's sweep label is the first 100),
+  # two scenarios at a time; file_storage_budget (a file per page) and mooncake_synthetic (9 s a
+  # seed) as in ctest plus the extra CI seeds. A failing seed leaves its op trace in
+  # build/ci-sweep/; each scenario's JSON Lines (a line per seed, then the sweep with its probe
+  # report) stay there for the probe sweep.
+  seeds="${KVSIM_CI_SEEDS:-300}"
+  echo "== [${SECONDS} s] simulator sweep: seeds 1-$seeds of every scenario"
+  rm -rf build/ci-sweep && mkdir -p build/ci-sweep
+  ci_sweep_one() {  # ci_sweep_one SCENARIO: exit status of the sweep; one summary line
+    local name n=$seeds rc=0
+    name=$(basename "$1" .json)
+    if [ "$name" = mooncake_synthetic ]; then n=1; fi
+    build/default/tools/kvsim run "$1" --seed 1 --seeds "$n" --no-progress --json \
+      --trace-dir build/ci-sweep >"build/ci-sweep/$name.jsonl" || rc=$?
+    jq -rs --arg n "$name" '(map(select(.sweep)) | first | .sweep) as $s |
+      (if $s then "\($n): \($s.seeds_tried) seeds from \($s.first_seed): \($s.failures) failing"
+       else "\($n) seed \(.[0].seed): \(.[0].verdict)" end),
+      (map(select(.ok == false)) | .[:5][] |
+        "  seed \(.seed): \(.violation.invariant // .verdict): \(.violation.detail // "")\n    \(.trace // "")")' \
+      "build/ci-sweep/$name.jsonl" 2>/dev/null || echo "$name: no sweep summary (exit $rc)"
+    return "$rc"
+  }
+  export -f ci_sweep_one
+  export seeds
+  printf '%s\n' scenarios/*.json | xargs -P 2 -I{} bash -c 'ci_sweep_one "$0"' {}
+  echo "== [${SECONDS} s] code probes: every probe reached (tools/probe_sweep.sh on the CI sweep's reports)"
+  KVSIM_PROBE_REPORTS=build/ci-sweep tools/probe_sweep.sh build/default/tools/kvsim
   echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"
   fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-20}"
   # The SGLang hunt runs one unit at a time (one Python driver: one core), and so do the
