@@ -10,14 +10,31 @@
 # errs low.
 #
 # Usage: tools/coverage.sh [--html DIR]   (--html also writes llvm-cov's HTML report to DIR)
+#
+# Hunt mode: tools/coverage.sh --hunt SECONDS [--html DIR]
+# Coverage of core/ by a blind hunt alone (`kvsim hunt --time-budget SECONDS --jobs 1`, no unit
+# test): builds only the coverage preset's kvsim (-j2, ccache), runs the hunt with one raw
+# profile per process (the hunt forks a worker that writes its counts after every unit:
+# sim/campaign/profile_flush.h), merges them and prints line, region and branch coverage of
+# core/ per file, the total, and the core/ files that have no code in kvsim at all (never
+# silently dropped). The unit the time budget cuts off mid-run is not counted (the hunt kills
+# its worker, and does not count that unit either). docs/benchmarks.md "Hunt coverage".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage="usage: tools/coverage.sh [--html DIR] | tools/coverage.sh --hunt SECONDS [--html DIR]"
 html=""
+hunt=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --html) html=$2; shift 2 ;;
-    *) echo "coverage.sh: unknown argument '$1' (usage: tools/coverage.sh [--html DIR])" >&2; exit 2 ;;
+    --html) [ $# -ge 2 ] || { echo "coverage.sh: --html needs a folder ($usage)" >&2; exit 2; }
+            html=$2; shift 2 ;;
+    --hunt) [ $# -ge 2 ] || { echo "coverage.sh: --hunt needs seconds ($usage)" >&2; exit 2; }
+            hunt=$2; shift 2
+            if ! [[ "$hunt" =~ ^[0-9]+([.][0-9]+)?$ ]] || [ "$hunt" = 0 ]; then
+              echo "coverage.sh: --hunt: '$hunt' is not a positive number of seconds" >&2; exit 2
+            fi ;;
+    *) echo "coverage.sh: unknown argument '$1' ($usage)" >&2; exit 2 ;;
   esac
 done
 
@@ -31,6 +48,10 @@ tool() {
 }
 profdata=$(tool llvm-profdata)
 cov=$(tool llvm-cov)
+
+if [ -n "$hunt" ]; then
+  exec tools/coverage_hunt.sh "$hunt" "$profdata" "$cov" "$html"
+fi
 
 tools/setup.sh
 cmake --preset coverage >/dev/null
@@ -56,11 +77,14 @@ done < <(find "$build" -type f -perm -u+x \( -path '*/tests/*' -o -path '*/tools
 
 # Sources and headers (inline code counts too).
 core_files=$(find "$PWD/core" \( -name '*.cpp' -o -name '*.h' \) ! -path '*/cuda/*' | sort)
+# The binaries name their sources relative to the build folder when ccache's base dir rewrote
+# the compile commands (--hunt builds with ccache): map those names back to the checkout's.
+eq=-path-equivalence="$PWD/$build/../..,$PWD"
 # shellcheck disable=SC2086  # one argument per source file
-"$cov" report "${objects[@]}" -instr-profile="$build/kvsim.profdata" $core_files
+"$cov" report "${objects[@]}" -instr-profile="$build/kvsim.profdata" "$eq" $core_files
 if [ -n "$html" ]; then
   # shellcheck disable=SC2086
-  "$cov" show "${objects[@]}" -instr-profile="$build/kvsim.profdata" -format=html \
+  "$cov" show "${objects[@]}" -instr-profile="$build/kvsim.profdata" -format=html "$eq" \
     -output-dir="$html" $core_files
   echo "coverage.sh: HTML report in $html/index.html"
 fi

@@ -15,6 +15,8 @@
 
 #include "core/common/probe.h"
 #include "sim/base/json_reader.h"
+#include "sim/campaign/profile_flush.h"
+#include "sim/campaign/rebuild_check.h"
 #include "sim/campaign/runner.h"
 #include "sim/campaign/target_fit.h"
 #include "sim/campaign/shrink.h"
@@ -100,18 +102,31 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   UnitResult u = unit_identity(h);
   std::vector<Op> ops;
   probes::reset();  // the unit's own hits (thread-local counters; one unit at a time here)
-  const RunResult r = run_scenario(
-      RunRequest{.scenario = &h.scenario,
-                 .seed = h.seed,
-                 .record = &ops,
-                 .setup = options.setup,
-                 .target = options.target});
+  RebuildCheck rebuild;  // the tree's snapshot and restore, which no op drives (rebuild_check.h)
+  const RunResult r = run_scenario(RunRequest{.scenario = &h.scenario,
+                                              .seed = h.seed,
+                                              .record = &ops,
+                                              .setup =
+                                                  [&](Executor& e) {
+                                                    if (options.setup) options.setup(e);
+                                                    rebuild.attach(e);
+                                                  },
+                                              .target = options.target});
   u.ops = r.stats.ops;
   u.event_hash = r.event_hash;
   u.faults = r.faults_fired;
   for (const probes::Count& c : probes::snapshot())
     u.probes.push_back(c.count);
   u.violation = r.violation;
+  if (!r.violation && rebuild.problem()) {
+    // Not in the op trace's replay (which does not rebuild): the hunt's own rerun reproduces it.
+    u.violation = SimViolation{"tree.snapshot_rebuild",
+                               *rebuild.problem() + " (rerun: kvsim hunt --seed " +
+                                   std::to_string(options.seed) + " --units " +
+                                   std::to_string(index + 1) + ")",
+                               static_cast<size_t>(r.stats.ops)};
+    return u;
+  }
   if (r.violation) {
     u.trace = trace_path(options, u.source, h.seed, ".trace.jsonl");
     write_op_trace(u.trace, OpTrace{.scenario = h.scenario,
@@ -234,11 +249,15 @@ void write_line(int fd, const std::string& line) {
 
 // Runs units first, first + jobs, ...: announces each ({"start": i}) so the parent can time
 // it, then sends its result.
+// In a coverage build each unit's counts are written as it ends (profile_flush.h).
 [[noreturn]] void worker(const HuntOptions& o, uint64_t first, int fd, const Clock& clock) {
+  profile_flush::forked_child();
   for (uint64_t i = first;; i += static_cast<uint64_t>(o.jobs)) {
     if (units_done(o, i) || out_of_time(o, clock)) break;
     write_line(fd, nlohmann::json{{"start", i}}.dump() + "\n");
-    write_line(fd, to_json(run_unit(o, i)).dump() + "\n");
+    const UnitResult u = run_unit(o, i);
+    profile_flush::write();
+    write_line(fd, to_json(u).dump() + "\n");
   }
   ::close(fd);
   _exit(0);
@@ -438,9 +457,11 @@ std::string shrink_within_budget(const HuntFailure& f, const std::string& out,
   const pid_t pid = ::fork();
   if (pid < 0) return "not shrunk: cannot start the shrink process";
   if (pid == 0) {
+    profile_flush::forked_child();
     const ShrinkResult s = shrink_trace(read_trace(f.trace).ops, so);
     if (s.reproduced) write_op_trace(out, s.trace);
     std::fflush(nullptr);
+    profile_flush::write();
     _exit(s.reproduced ? 0 : 3);
   }
   int status = 0;
