@@ -333,7 +333,7 @@ class Driver(StorageCalls, RetractCalls):
         loaded = 0
         try:
             need = len(tokens) - device_hit + ps
-            if need >= t.budget() or not self._pd_can_admit():
+            if need >= t.budget() or not self._pd_can_admit() or not self._room_for(req):
                 return {"admitted": False, "device_hit": device_hit, "host_hit": host_hit, "owned_from": 0}
             if request.get("load_back", True) and host_hit > 0 and t.controller is not None:
                 quota = int(request.get("quota", -1))
@@ -359,6 +359,16 @@ class Driver(StorageCalls, RetractCalls):
             self._start_loads()
         return {"admitted": True, "device_hit": device_hit, "host_hit": host_hit, "owned_from": p,
                 "decisions": {"loaded": loaded, "device_hit": device_hit, "host_hit": host_hit}}
+
+    def _room_for(self, req):
+        """SGLang's scheduler admits no more running requests than its request pool has rows
+        (get_num_allocatable_reqs), and a target with per-request state beside the KV (Mamba:
+        mamba_admission.py) says whether the request's fits; otherwise the request waits."""
+        t = self.target
+        if t.req_to_token_pool.available_size() < 1:
+            return False
+        can_admit = getattr(t, "can_admit", None)
+        return can_admit is None or can_admit(req)
 
     def _start_loads(self):
         t = self.target
@@ -419,6 +429,9 @@ class Driver(StorageCalls, RetractCalls):
         if n <= req.computed:
             return {"computed": True}
         if request.get("oom"):
+            return {"computed": False}
+        can_compute = getattr(t, "can_compute", None)  # per-request state beside the KV (Mamba)
+        if can_compute is not None and not can_compute(req, n):
             return {"computed": False}
         if not self._alloc_positions(req, n):
             return {"computed": False}

@@ -44,9 +44,9 @@ def hybrid_config(scenario):
     cache.pop("sparse_index_bytes_per_page", None)
     for name in ("mamba_host_states", "mamba_layer_count", "mamba_state_bytes"):  # kvsim-core sizes
         cache.pop(name, None)
-    if cache.get("storage"):
-        raise TargetConfigError("cache.storage: the hybrid SGLang target has no storage tier yet")
     cfg = CacheConfig.from_scenario({**(scenario or {}), "cache": cache})
+    if cfg.storage_options() is not None:  # a drawn unit's disabled storage section is no tier
+        raise TargetConfigError("cache.storage: the hybrid SGLang target has no storage tier yet")
     if not cfg.hierarchical:
         raise TargetConfigError("cache.hierarchical: the hybrid SGLang target builds HiCache only")
     if kind == "swa":

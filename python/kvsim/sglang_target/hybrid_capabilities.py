@@ -8,7 +8,11 @@ Components (each True or False):
   unified_cache_components tree whose assembler has an SWA stack); HiCache only, no storage
   tier, not beside Mamba (hybrid.py);
 - mamba: FULL + Mamba with HiCache through HiMambaRadixCache (mamba.py: page_size 1, HiCache
-  only, no storage tier, nothing beside it);
+  only, no storage tier, nothing beside it; admission as SGLang's, mamba_admission.py), offered to
+  the hunt where SGLang's MambaPoolHost takes both host layouts the swarm draws (layer_first and
+  page_first: April-May 2026). The August 2026 snapshot's MambaPoolHost asserts page-first
+  layouts only, so there `mamba` is false and `mamba_buildable` true (the target builds and runs
+  with a page-first host layout; a drawn layer_first unit would stop at SGLang's assert);
 - pd: PD decode's retract / resume through SGLang's MetadataBuffers (disaggregation/utils.py);
 - sparse_index: SGLang's NSA / DSA pool in memory_pool.py."""
 
@@ -50,15 +54,33 @@ def capabilities(mods):
     utils = _module_or_none(mods, "sglang.srt.disaggregation.utils")
     mem_pool = _module_or_none(mods, f"{MC}.memory_pool")
     return {"swa": swa_unsupported_reason(mods) is None,
-            # FULL + Mamba builds and runs hand-written calls (test_mamba_hicache.py), but drawn
-            # units are not offered to the hunt yet: the scheduler model admits requests without
-            # SGLang's Mamba-pool admission check (a unit ends in SGLang's "Not enough space for
-            # mamba cache"), and at the August snapshot the stack stops at an absent stand-in
-            # (runtime_context.publish). `mamba_buildable` says what the revision has.
-            "mamba": False,
+            "mamba": _mamba_ok(mods) and not _mamba_host_layouts_refused(mods),
             "mamba_buildable": _mamba_ok(mods),
             "pd": utils is not None and isinstance(getattr(utils, "MetadataBuffers", None), type),
             "sparse_index": mem_pool is not None and nsa_class(mem_pool) is not None}
+
+
+# The host layouts the swarm draws (sim/campaign/swarm.cpp); each must be one MambaPoolHost takes.
+SWARM_HOST_LAYOUTS = ("layer_first", "page_first")
+
+
+def _mamba_host_layouts_refused(mods):
+    """The drawn host layouts this revision's MambaPoolHost refuses, probed by its own check: its
+    constructor asserts the layout first ("Unsupported layout"), and a bare instance with no
+    device pool fails on anything past that assert, so no pool is built."""
+    cls = getattr(_module_or_none(mods, f"{MC}.memory_pool_host"), "MambaPoolHost", None)
+    if cls is None:
+        return list(SWARM_HOST_LAYOUTS)
+    refused = []
+    for layout in SWARM_HOST_LAYOUTS:
+        try:
+            cls.__init__(object.__new__(cls), None, 2.0, 0, layout=layout)
+        except AssertionError as exc:
+            if "layout" in str(exc).lower():
+                refused.append(layout)
+        except Exception:  # noqa: BLE001, S110 - past the layout assert: the layout is taken
+            pass
+    return refused
 
 
 def _mamba_ok(mods):

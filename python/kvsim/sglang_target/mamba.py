@@ -11,7 +11,12 @@ lifetime model (record_stream).
 kvsim adds only what the scheduler and the model do: the request's Mamba fields, a Mamba slot
 per admitted request (HybridReqToTokenPool.alloc), and the model's Mamba state write after each
 compute (mamba_state_of: a function of the prefix, so a state copied to the wrong slot shows).
-SGLang's MambaRadixCache v1 (no extra buffer) needs page_size 1."""
+SGLang's MambaRadixCache v1 (no extra buffer) needs page_size 1.
+
+Admission as SGLang sizes and admits (mamba_admission.py): the request pool has the rows SGLang's
+model runner gives it (at most a third of the Mamba slots), a request is admitted only while a row
+and its Mamba slots can be had (else it waits), and the row's allocation first evicts Mamba states
+from the tree as SGLang's alloc_req_slots does."""
 
 import types
 
@@ -19,6 +24,8 @@ import torch
 
 from kvsim.sglang_target.hybrid import HybridTarget, _module
 from kvsim.sglang_target.kv_pool import build_kv_pool
+from kvsim.sglang_target.mamba_admission import (evict_for_request_slot, mamba_fork_free, mamba_states_free,
+                                                 request_rows)
 from kvsim.sglang_target.target import Target, TargetConfigError, _call_with_supported, _server_args
 
 MC = "sglang.srt.mem_cache"
@@ -72,6 +79,7 @@ def _driver_req_pool(base_cls, target):
         target.admitting = None
         if req is None:
             raise RuntimeError("kvsim Mamba target: alloc_row outside an admission")
+        evict_for_request_slot(target)
         got = self.alloc([req])
         if got is None:
             raise RuntimeError(f"HybridReqToTokenPool: all {self.size} request rows are in use")
@@ -102,6 +110,10 @@ class MambaTarget(HybridTarget):
                                     f"needs page_size 1, not {cfg.page_size}")
         mods.mods_server_args = mods["sglang.srt.server_args"].ServerArgs
         self.server_args = _server_args(mods, cfg)
+        # The model's config as ServerArgs caches it (get_model_config; August 2026 on,
+        # mamba_cache_chunk_size reads hf_config.mamba_chunk_size, absent here: SGLang's default).
+        self.server_args.model_config = types.SimpleNamespace(
+            hf_config=types.SimpleNamespace(architectures=["KvsimFakeHybridMamba"]), is_hybrid_swa=False)
         # The scheduler publishes its ServerArgs; MambaRadixCache's match reads them back.
         sa_mod = mods["sglang.srt.server_args"]
         if hasattr(sa_mod, "set_global_server_args_for_scheduler"):
@@ -113,7 +125,8 @@ class MambaTarget(HybridTarget):
         full_ids, mamba_ids = list(range(lc)), list(range(lc, 2 * lc))
         pool_cls = _driver_req_pool(mp.HybridReqToTokenPool, self)
         self.req_to_token_pool = pool_cls(
-            size=cfg.max_requests, mamba_size=opts["mamba_device_states"], mamba_spec_state_size=0,
+            size=request_rows(cfg.max_requests, opts["mamba_device_states"]),
+            mamba_size=opts["mamba_device_states"], mamba_spec_state_size=0,
             max_context_len=cfg.device_tokens + 2, device="cuda", enable_memory_saver=False,
             cache_params=_CacheParams(), mamba_layer_ids=mamba_ids, enable_mamba_extra_buffer=False,
             enable_overlap_schedule=False)
@@ -158,6 +171,18 @@ class MambaTarget(HybridTarget):
         self.admitting = req
         return self.cache.inc_lock_ref(req.last_node)
 
+    def can_admit(self, req):
+        """Whether the request's Mamba slots can be had now (the driver's admission asks before it
+        takes anything; a request that cannot be admitted waits)."""
+        return mamba_states_free(self, req)
+
+    def can_compute(self, req, n):  # noqa: ARG002 - the driver's hook signature
+        """Whether a compute can run now: one that ends in cache_unfinished_req (a prefill step)
+        forks the request's Mamba state and needs a slot."""
+        if req.computed >= len(req.origin_input_ids):
+            return True
+        return mamba_fork_free(self)
+
     def init_load_back(self, req, mem_quota=None):
         for name in ("mamba_pool_idx", "mamba_ping_pong_track_buffer"):
             if not hasattr(req, name):
@@ -192,12 +217,20 @@ def _hybrid_linear_kv_pool(mp, mods, cfg, full_ids, mamba_pool):
     construction so the hybrid pool holds it."""
     inner, how = build_kv_pool(mods.MHATokenToKVPool, size=cfg.device_tokens, page_size=1,
                                head_dim=cfg.head_dim, layer_num=len(full_ids))
+    if how != "sglang":
+        # SGLang's MHA pools answer (k bytes, v bytes); HybridLinearKVPool unpacks it (August on).
+        k = sum(t.numel() * t.element_size() for t in inner.k_buffer)
+        v = sum(t.numel() * t.element_size() for t in inner.v_buffer)
+        inner.get_kv_size_bytes = lambda: (k, v)
     saved = mp.MHATokenToKVPool
     mp.MHATokenToKVPool = lambda **_kw: inner
     try:
-        pool = mp.HybridLinearKVPool(size=cfg.device_tokens, dtype=torch.float32, page_size=1, head_num=1,
-                                     head_dim=cfg.head_dim, full_attention_layer_ids=full_ids,
-                                     enable_kvcache_transpose=False, device="cuda", mamba_pool=mamba_pool)
+        # August 2026 on, the pool takes the inner pool as full_kv_pool (and no longer the
+        # transpose flag); earlier ones build it from MHATokenToKVPool, swapped above.
+        pool = _call_with_supported(
+            mp.HybridLinearKVPool, size=cfg.device_tokens, dtype=torch.float32, page_size=1, head_num=1,
+            head_dim=cfg.head_dim, full_attention_layer_ids=full_ids, enable_kvcache_transpose=False,
+            device="cuda", mamba_pool=mamba_pool, full_kv_pool=inner)
     finally:
         mp.MHATokenToKVPool = saved
     return pool, f"HybridLinearKVPool over {how}"

@@ -28,6 +28,8 @@ STANDINS = {
     "sglang.srt.session.streaming_session": "streaming_session",  # UnifiedRadixCache (hybrid.py)
     "sglang.srt.utils.torch_memory_saver_adapter": "torch_memory_saver_adapter",  # MambaPool (mamba.py)
     "sglang.srt.layers.attention.fla.chunk_delta_h": "fla_chunk",  # MambaRadixCache (mamba.py)
+    "sglang.kernels.ops.attention.fla.chunk_delta_h": "fla_chunk",  # the same, August 2026 on
+    "sglang.srt.arg_groups.overrides": "arg_overrides",  # ServerArgs.mamba_cache_chunk_size (mamba.py)
 }
 
 # Third-party packages SGLang imports that a CPU-only kvsim never has (or must not use): any

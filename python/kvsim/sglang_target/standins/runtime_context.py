@@ -46,6 +46,15 @@ def configure(**sections):
             setattr(section, key, value)
 
 
+def publish(server_args, *, role, hf_config=None):  # noqa: ARG001 - SGLang's signature
+    """SGLang's process-wide publish (the legacy set_global_server_args_for_* shims call it):
+    get_server_args() and get_context().server_args read the published ServerArgs back, last
+    publish wins. The role is provenance only (no namespace enforcement here)."""
+    _sections["server_args"] = server_args
+    _sections["context"].server_args = server_args
+    return _sections["context"]
+
+
 def _getter(name):
     def get():
         return _sections[name]
