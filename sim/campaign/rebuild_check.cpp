@@ -5,11 +5,13 @@
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
+#include "core/tree/token_run.h"
 
 namespace kvsim::sim {
 namespace {
 
 constexpr size_t kMaxLeafMatches = 32;
+constexpr size_t kMaxWideLeaves = 8;
 
 std::string id_text(const TreeNode* n) {
   return n == nullptr ? "none" : std::to_string(n->id);
@@ -38,6 +40,76 @@ ExpectedMatch expected_match(const TreeNode& leaf) {
     e.best = n->id;
   }
   return e;
+}
+
+std::string node_text(const RadixTree& t, const TreeNode* n) {
+  return n == nullptr || n == t.root() ? "root" : std::to_string(n->id);
+}
+
+// Wide token ids (int64, as the Python module passes SGLang's tensors): the same inserts and
+// matches, narrow on one rebuild of `s` and wide on another, must give the same results and
+// leave the same trees; a wide id past Token's range matches nothing from its page on and is
+// refused by insert with the tree unchanged.
+std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
+                         const std::vector<const TreeNode*>& leaves) {
+  RadixTree narrow(tree.options());
+  RadixTree wide(tree.options());
+  narrow.restore(s);
+  wide.restore(s);
+  const auto page = static_cast<size_t>(tree.page_size());
+  constexpr int64_t kOutOfRange = int64_t{1} << 40;
+  for (size_t k = 0; k < leaves.size() && k < kMaxWideLeaves; ++k) {
+    const TreeNode& leaf = *leaves[k];
+    // The leaf's path and one new page under it (a leaf has no child, so the page is new).
+    std::vector<Token> t = RadixTree::prefix_tokens(leaf);
+    const size_t old_len = t.size();
+    for (size_t j = 0; j < page; ++j)
+      t.push_back(static_cast<Token>(1000000 + k * page + j));
+    std::vector<int64_t> w(t.begin(), t.end());
+    // Slots no pool hands out: these trees only hold them.
+    const auto value_of = [](size_t begin, size_t end) {
+      std::vector<SlotIndex> v;
+      for (size_t i = begin; i < end; ++i)
+        v.push_back((SlotIndex{1} << 40) + static_cast<SlotIndex>(i));
+      return IndexVector(Tier::kDevice, std::move(v));
+    };
+    const std::string where = "wide ids, node " + std::to_string(leaf.id) + "'s path + 1 page: ";
+    // A wide insert whose new page holds an id past Token's range: refused, tree unchanged.
+    std::vector<int64_t> bad = w;
+    bad.back() = kOutOfRange;
+    bool refused = false;
+    try {
+      wide.insert(leaf.ns, std::span<const int64_t>(bad), value_of);
+    } catch (const TokenOutOfRange&) {
+      refused = true;
+    }
+    if (!refused) return where + "an insert with an id past Token's range was accepted";
+    const InsertResult a = narrow.insert(leaf.ns, std::span<const Token>(t), value_of);
+    const InsertResult b = wide.insert(leaf.ns, std::span<const int64_t>(w), value_of);
+    if (a.prefix_len != b.prefix_len || node_text(narrow, a.last_node) != node_text(wide, b.last_node)) {
+      return where + "insert: narrow prefix " + std::to_string(a.prefix_len) + " node " +
+             node_text(narrow, a.last_node) + ", wide prefix " + std::to_string(b.prefix_len) +
+             " node " + node_text(wide, b.last_node);
+    }
+    // The narrow tree matches the path without the new page; the wide one the whole key with
+    // its last id out of range, which must stop at the same place.
+    const MatchResult ma = narrow.match_prefix(leaf.ns, std::span<const Token>(t.data(), old_len));
+    w.back() = kOutOfRange;
+    const MatchResult mb = wide.match_prefix(leaf.ns, std::span<const int64_t>(w));
+    if (ma.device_hit_length() != mb.device_hit_length() ||
+        ma.host_hit_length != mb.host_hit_length ||
+        node_text(narrow, ma.last_device_node) != node_text(wide, mb.last_device_node) ||
+        node_text(narrow, ma.best_match_node) != node_text(wide, mb.best_match_node)) {
+      return where + "match: narrow device hit " + std::to_string(ma.device_hit_length()) +
+             " best " + node_text(narrow, ma.best_match_node) + ", wide device hit " +
+             std::to_string(mb.device_hit_length()) + " best " +
+             node_text(wide, mb.best_match_node);
+    }
+  }
+  if (!(narrow.snapshot() == wide.snapshot())) {
+    return "wide ids: the same inserts and matches left different trees, narrow and wide";
+  }
+  return "";
 }
 
 }  // namespace
@@ -129,7 +201,11 @@ std::string rebuild_problem(const RadixTree& tree) {
              std::to_string(want.device_hit) + ", " + std::to_string(want.host_hit);
     }
   }
-  return "";
+  try {
+    return wide_problem(tree, s, leaves);
+  } catch (const AssertionFailure& e) {
+    return std::string("wide ids: a core assertion: ") + e.what();
+  }
 }
 
 void RebuildCheck::attach(Executor& executor) {

@@ -4,7 +4,10 @@
 // into a fresh tree, which must be indistinguishable from the original: the same snapshot, the
 // same derived sizes and leaf counts, the same next eviction victims, and a match of every
 // leaf's path (up to 32 a check) must find the nodes, device hit and host hit the original's
-// structure says. A tree with auxiliary components must be refused by name (SnapshotError).
+// structure says; and two more rebuilds, given the same inserts and matches with narrow
+// (int32) and wide (int64, as the Python module passes them) token ids, must stay identical
+// (the wide-id paths are the module's only). A tree with auxiliary components must be refused
+// by name (SnapshotError).
 // The original tree is only read, so the unit's ops and event hash are unchanged.
 #pragma once
 
