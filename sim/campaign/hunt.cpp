@@ -102,7 +102,8 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   UnitResult u = unit_identity(h);
   std::vector<Op> ops;
   probes::reset();  // the unit's own hits (thread-local counters; one unit at a time here)
-  RebuildCheck rebuild;  // the tree's snapshot and restore, which no op drives (rebuild_check.h)
+  // The tree's snapshot, restore and wide ids, which no op drives (rebuild_check.h).
+  RebuildCheck rebuild;
   const RunResult r = run_scenario(RunRequest{.scenario = &h.scenario,
                                               .seed = h.seed,
                                               .record = &ops,

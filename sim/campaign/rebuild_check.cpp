@@ -86,7 +86,8 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
     if (!refused) return where + "an insert with an id past Token's range was accepted";
     const InsertResult a = narrow.insert(leaf.ns, std::span<const Token>(t), value_of);
     const InsertResult b = wide.insert(leaf.ns, std::span<const int64_t>(w), value_of);
-    if (a.prefix_len != b.prefix_len || node_text(narrow, a.last_node) != node_text(wide, b.last_node)) {
+    if (a.prefix_len != b.prefix_len ||
+        node_text(narrow, a.last_node) != node_text(wide, b.last_node)) {
       return where + "insert: narrow prefix " + std::to_string(a.prefix_len) + " node " +
              node_text(narrow, a.last_node) + ", wide prefix " + std::to_string(b.prefix_len) +
              " node " + node_text(wide, b.last_node);
@@ -123,8 +124,10 @@ std::string rebuild_problem(const RadixTree& tree) {
       rebuilt.restore(s);
     } catch (const SnapshotError& e) {
       if (e.field() != "aux_components") {
-        return std::string("restore refused a tree with auxiliary components, but not by "
-                           "naming them: ") + e.what();
+        return std::string(
+                   "restore refused a tree with auxiliary components, but not by "
+                   "naming them: ") +
+               e.what();
       }
       return "";
     }
@@ -139,8 +142,7 @@ std::string rebuild_problem(const RadixTree& tree) {
   }
   if (!(rebuilt.snapshot() == s)) return "the rebuilt tree's snapshot differs from the original's";
   auto differs = [](const char* what, auto a, auto b) {
-    return std::string(what) + ": original " + std::to_string(a) + ", rebuilt " +
-           std::to_string(b);
+    return std::string(what) + ": original " + std::to_string(a) + ", rebuilt " + std::to_string(b);
   };
   if (rebuilt.node_count() != tree.node_count()) {
     return differs("node_count", tree.node_count(), rebuilt.node_count());
@@ -187,9 +189,8 @@ std::string rebuild_problem(const RadixTree& tree) {
     const NodeId last_device = got.last_device_node == rebuilt.root() || !got.last_device_node
                                    ? 0
                                    : got.last_device_node->id;
-    const NodeId best = got.best_match_node == rebuilt.root() || !got.best_match_node
-                            ? 0
-                            : got.best_match_node->id;
+    const NodeId best =
+        got.best_match_node == rebuilt.root() || !got.best_match_node ? 0 : got.best_match_node->id;
     if (last_device != want.last_device || best != want.best ||
         got.device_hit_length() != want.device_hit || got.host_hit_length != want.host_hit) {
       return "match of node " + std::to_string(leaf->id) + "'s path (" +

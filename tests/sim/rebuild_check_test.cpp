@@ -58,8 +58,7 @@ TEST(RebuildCheck, CatchesAStaleEvictionKey) {
   ASSERT_EQ(t.tree.next_device_victim()->id, t.a);
   t.tree.find(t.a)->last_access = t.tree.find(t.c)->last_access;
   const std::string p = rebuild_problem(t.tree);
-  EXPECT_NE(p.find("next device victim: original node " + std::to_string(t.a)),
-            std::string::npos)
+  EXPECT_NE(p.find("next device victim: original node " + std::to_string(t.a)), std::string::npos)
       << p;
 }
 
@@ -74,8 +73,8 @@ TEST(RebuildCheck, RunsDuringAUnitAndFindsNothing) {
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     const Scenario s = draw_scenario(seed);
     RebuildCheck check;
-    const RunResult r = run_scenario(RunRequest{
-        .scenario = &s, .seed = seed, .setup = [&](Executor& e) { check.attach(e); }});
+    const RunResult r = run_scenario(
+        RunRequest{.scenario = &s, .seed = seed, .setup = [&](Executor& e) { check.attach(e); }});
     ASSERT_FALSE(r.violation) << "seed " << seed << ": " << r.violation->detail;
     EXPECT_FALSE(check.problem()) << "seed " << seed << ": " << *check.problem();
     checked += check.checks();
