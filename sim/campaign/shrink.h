@@ -66,8 +66,14 @@ bool record_crash_trace(const Scenario& scenario, uint64_t seed, const ExecutorS
 std::string shrink_in_child(const std::string& trace, const std::string& out,
                             const ShrinkOptions& options);
 
-// True when `v` is the same failure as `target` for shrinking purposes.
+// True when `v` is the same failure as `target` for shrinking purposes: the same invariant
+// and, for assertions, content failures, crashes and SGLang's exceptions, the same site.
 bool same_failure(const SimViolation& target, const SimViolation& v);
+
+// The site of an sglang.exception detail ("<Type>: <message> at <file>:<line> (<function>)"):
+// "<Type> at <file>:<line> (<function>)", so that an exception of another type or raised
+// elsewhere is another failure; the whole detail when it has not that form.
+std::string sglang_exception_site(const std::string& detail);
 
 ShrinkResult shrink_trace(const OpTrace& failing, const ShrinkOptions& options = {});
 
