@@ -48,7 +48,7 @@ TEST(SglangShrink, SeedFoursTraceFromTheBlindHuntShrinksToAtMostThirtyOps) {
   const OpTrace found =
       read_trace(std::string(KVSIM_SOURCE_DIR) + "/tests/data/sglang-shrink/seed004_parent.trace.jsonl").ops;
   ASSERT_EQ(found.target.kind, Target::Kind::kSglang);
-  const ShrinkResult s = shrink_trace(found, {.max_replays = 400});
+  const ShrinkResult s = shrink_trace(found, {.max_replays = 300});
   ASSERT_TRUE(s.reproduced);
   EXPECT_LE(s.trace.ops.size(), 30u) << "after " << s.replays << " replays";
   ASSERT_TRUE(s.trace.violation.has_value());
