@@ -2,14 +2,19 @@
 // violation — the same invariant and, for assertions and content failures, the same site — so
 // a failure found after thousands of ops replays from a handful.
 //
-// Passes, repeated until nothing changes or the replay budget runs out:
-//   1. cut everything after the op that failed;
-//   2. drop whole requests (every op naming a request id);
-//   3. ddmin over the remaining ops (ops that no longer make sense are skipped by the
-//      executor, so any subset is a valid trace);
-//   4. simplify single ops: shorter prompts and outputs, smaller step counts;
-//   5. shrink the configuration: halve the host and device pools while it still fails (the
-//      shrunk trace's header carries the smaller configuration).
+// Passes, repeated until nothing changes or the replay budget runs out (every candidate that
+// fails the same way is cut after the op that failed):
+//   1. shrink the configuration: the host and device pools by 1/2, 3/4, 7/8 while it still
+//      fails (the shrunk trace's header carries the smaller configuration);
+//   2. ddmin over whole requests (every op naming a request id), then over scheduler rounds
+//      (a tick and the ops up to the next one);
+//   3. drop every op of one kind; ddmin over the remaining ops, one sweep per chunk size (ops
+//      that no longer make sense are skipped by the executor, so any subset is a valid trace);
+//      windows of 2 and 3 adjacent ops;
+//   4. merge adjacent steps and ticks; simplify single ops: shorter prompts and outputs,
+//      smaller step counts.
+// SGLang's target: candidates run with check.full_every 0 when the failure shows with it (the
+// driver's tree walks are most of a replay); the result is checked under the recorded checks.
 // Every candidate is checked by replaying it on a fresh executor (sim/campaign/runner.h
 // replay_ops); for a trace whose failure is a crash ("crash": the run died by a signal) each replay
 // runs in a child process (replay_isolated), and the written trace holds the ops that applied.
