@@ -82,5 +82,36 @@ TEST(RebuildCheck, RunsDuringAUnitAndFindsNothing) {
   EXPECT_GE(checked, 4);  // at least the end-of-run check of each
 }
 
+// An observer the unit's setup installed before the check (a test's planted loop, a crash
+// recorder) still sees every op, fault and the executor's end: the check chains to it.
+struct CountingObserver final : ExecutorObserver {
+  void before_op(size_t, const Op&) override { ++before; }
+  void after_op(size_t, const Op&, const OpOutcome&) override { ++after; }
+  void on_fault(std::string_view) override { ++faults; }
+  void on_executor_gone() override { ++gone; }
+  int64_t before = 0, after = 0, faults = 0, gone = 0;
+};
+
+TEST(RebuildCheck, AnObserverSetBeforeItKeepsEveryCall) {
+  const Scenario s = draw_scenario(3);
+  CountingObserver alone, chained;
+  const RunResult plain = run_scenario(
+      RunRequest{.scenario = &s, .seed = 3, .setup = [&](Executor& e) { e.set_observer(&alone); }});
+  RebuildCheck check;
+  const RunResult watched =
+      run_scenario(RunRequest{.scenario = &s, .seed = 3, .setup = [&](Executor& e) {
+                                e.set_observer(&chained);
+                                check.attach(e);
+                              }});
+  ASSERT_FALSE(plain.violation);
+  EXPECT_GT(alone.before, 0);
+  EXPECT_EQ(chained.before, alone.before);
+  EXPECT_EQ(chained.after, alone.after);
+  EXPECT_EQ(chained.faults, alone.faults);
+  EXPECT_EQ(chained.gone, 1);
+  EXPECT_EQ(watched.event_hash, plain.event_hash);
+  EXPECT_GE(check.checks(), 1);
+}
+
 }  // namespace
 }  // namespace kvsim::sim
