@@ -198,18 +198,19 @@ std::string CachingAllocator::check() const {
   size_t cached = 0;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const PhysicalBlock& p = blocks_[i];
-    const std::string name = "physical block " + std::to_string(i);
-    if ((p.state == PhysicalState::kLive) != (p.live_id != 0)) return name + ": live state";
-    if ((p.state == PhysicalState::kReleased) != (p.data == nullptr)) return name + ": released";
+    // Built only for a report: the simulator runs this check at every full check.
+    auto name = [i] { return "physical block " + std::to_string(i); };
+    if ((p.state == PhysicalState::kLive) != (p.live_id != 0)) return name() + ": live state";
+    if ((p.state == PhysicalState::kReleased) != (p.data == nullptr)) return name() + ": released";
     if ((p.state == PhysicalState::kPendingEvents) != (p.events_pending != 0))
-      return name + ": pending events";
+      return name() + ": pending events";
     if (p.kind == MemoryKind::kPinnedHost &&
         (p.state == PhysicalState::kCached || p.state == PhysicalState::kPendingEvents))
-      return name + ": pinned host block cached";
+      return name() + ": pinned host block cached";
     if (p.state == PhysicalState::kCached) {
       ++cached;
       if (pool_.count({p.home, p.capacity, static_cast<PhysicalIndex>(i)}) != 1)
-        return name + ": cached but not in its pool";
+        return name() + ": cached but not in its pool";
     }
     if (p.kind == MemoryKind::kDevice) device += p.capacity;
     if (p.kind == MemoryKind::kPinnedHost && p.state != PhysicalState::kReleased)

@@ -6,7 +6,8 @@
 //  - after every op: backend stream-lifetime violations, the storage contract and statistics,
 //    pool conservation ("slots.conservation": allocated device tokens == tree device tokens +
 //    request-held tokens), all O(1);
-//  - every `full_every` ops (or amortized, see CheckOptions): HiCache::sanity_check;
+//  - every `full_every` ops (or amortized, see CheckOptions): HiCache::sanity_check, then
+//    (PD mode) MetadataBuffers::sanity_check and the backend's CachingAllocator::check;
 //  - on every model read (admit, start_loads, resume): the bytes of every pool the model reads —
 //    full KV of the prefix, the SWA window, the Mamba state, the sparse index — against the
 //    content oracle. Reads go through the compute stream, in stream order, into pinned scratch
@@ -81,6 +82,8 @@ class KvsimCoreCache final : public CacheUnderTest {
   // The core itself, for tests, pictures and timelines.
   HiCache& cache() { return *cache_; }
   CpuBackend& backend() { return backend_; }
+  // PD mode's metadata slots (null outside PD mode).
+  MetadataBuffers* metadata_buffers() { return metadata_.get(); }
   // The store as the core sees it (null without a storage tier); faults are armed only inside
   // a storage op, so reads from outside one see the store as it is.
   StorageBackend* storage_backend() { return storage_ ? storage_->backend() : nullptr; }
@@ -111,6 +114,8 @@ class KvsimCoreCache final : public CacheUnderTest {
                        const char* what);
   Block& scratch(size_t bytes);
   std::string storage_stats_disagree() const;
+  // The full check's part outside HiCache: metadata slots (PD) and the caching allocator.
+  void check_side_structures();
   MetadataRecord expected_metadata(const SimRequest& r) const;
   bool check_metadata(const SimRequest& r);
   CpuCopyPools cpu_copy_pools();

@@ -1,5 +1,6 @@
-// KvsimCoreCache: the checks — after every op, the model's reads against the content oracle,
-// and quiescence at the end of a run.
+// KvsimCoreCache: the checks — after every op (and the full walks: the core's, the metadata
+// slots', the caching allocator's), the model's reads against the content oracle, and
+// quiescence at the end of a run.
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -82,6 +83,25 @@ void KvsimCoreCache::check_after_op(bool may_change_cache) {
   if (!report.ok()) {
     const Violation& v = *report.first();
     fail(v.invariant, describe_violation(v));
+    return;
+  }
+  check_side_structures();
+}
+
+// After the core's own walk (so a core violation is still the one reported): PD's metadata
+// slots ("metadata.free_list", "metadata.stale_field") and the CPU backend's caching allocator
+// ("backend.allocator"). Both only read; O(slots) and O(physical blocks).
+void KvsimCoreCache::check_side_structures() {
+  if (metadata_) {
+    SanityReport report;
+    metadata_->sanity_check(report);
+    if (!report.ok()) {
+      fail(report.first()->invariant, describe_violation(*report.first()));
+      return;
+    }
+  }
+  if (const std::string wrong = backend_.allocator().check(); !wrong.empty()) {
+    fail("backend.allocator", "CachingAllocator::check: " + wrong);
   }
 }
 
@@ -206,7 +226,11 @@ void KvsimCoreCache::check_quiescent() {
   // The full walk, and no page of any pool still held by a request (none is live).
   SanityReport report;
   cache_->check_quiescent(report);
-  if (!report.ok()) fail(report.first()->invariant, describe_violation(*report.first()));
+  if (!report.ok()) {
+    fail(report.first()->invariant, describe_violation(*report.first()));
+  } else {
+    check_side_structures();
+  }
   if (metadata_) {
     quiet(metadata_->available_size() == metadata_->slot_count(),
           "metadata slots still held: " +
