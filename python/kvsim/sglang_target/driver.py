@@ -337,10 +337,15 @@ class Driver(StorageCalls, RetractCalls):
                 return {"admitted": False, "device_hit": device_hit, "host_hit": host_hit, "owned_from": 0}
             if request.get("load_back", True) and host_hit > 0 and t.controller is not None:
                 quota = int(request.get("quota", -1))
+                queued = len(t.controller.load_queue)
                 new_indices, req.last_node = t.init_load_back(req, None if quota < 0 else quota)
                 loaded = len(new_indices)
                 if loaded:
                     req.prefix_indices = torch.cat([req.prefix_indices, new_indices])
+                # A load-back can queue a transfer with no KV tokens (HiMamba: only the Mamba state
+                # is on the host). SGLang's scheduler starts every queued load once per prefill batch
+                # (ready_to_load_host_cache) and the forward waits on it, so it is pending here too.
+                if loaded or len(t.controller.load_queue) > queued:
                     req.load_pending = True
         finally:
             t.unlock(anchor, anchor_lock)
@@ -355,7 +360,7 @@ class Driver(StorageCalls, RetractCalls):
         self.reqs[rid] = req
         self.hashes[rid] = PrefixHashes(ns)
         self._pd_receive(req)  # PD decode: the prefill's metadata arrives (retract.py)
-        if loaded and not request.get("defer_load", False):
+        if getattr(req, "load_pending", False) and not request.get("defer_load", False):
             self._start_loads()
         return {"admitted": True, "device_hit": device_hit, "host_hit": host_hit, "owned_from": p,
                 "decisions": {"loaded": loaded, "device_hit": device_hit, "host_hit": host_hit}}
