@@ -46,6 +46,7 @@ struct ShrinkResult {
   size_t replays = 0;
 };
 
+// The functions from here to shrink_in_child are in isolated_runs.cpp (child processes).
 // A run that killed its process (a signal, or an exit without a verdict): the "crash"
 // violation, detail "killed by signal N (name)" or "exited with status N", seen at op_index.
 SimViolation crash_violation(int wait_status, size_t op_index);
