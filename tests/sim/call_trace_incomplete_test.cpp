@@ -61,7 +61,7 @@ TEST(CallTraceIncomplete, ARecordingCutAtALineBoundaryIsRefused) {
 }
 
 TEST(CallTraceIncomplete, ARealRecordingWithoutItsFooterIsRefused) {
-  std::ifstream in(std::string(KVSIM_SOURCE_DIR) + "/tests/data/calls/crash.min.calls.jsonl");
+  std::ifstream in(std::string(KVSIM_SOURCE_DIR "/tests/data/calls/crash.min.calls.jsonl"));
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(error_of(text), "accepted");

@@ -35,8 +35,7 @@ TEST(CallTraceFailureKey, TellsOtherAssertionsApart) {
 }
 
 TEST(CallTraceReplay, RecordingFromAnotherBuildLayoutStillMatches) {
-  const std::string path =
-      std::string(KVSIM_SOURCE_DIR) + "/tests/data/calls/crash.min.calls.jsonl";
+  const std::string path = std::string(KVSIM_SOURCE_DIR "/tests/data/calls/crash.min.calls.jsonl");
   CallTrace trace = read_call_trace(path);
   ASSERT_TRUE(trace.end && trace.end->violation);
   trace.end->violation->second = "/elsewhere/" + trace.end->violation->second;
@@ -65,7 +64,8 @@ CallTrace trace_of(const std::string& dir, const std::string& lines) {
     out << R"({"eviction_policy":"lru","kind":"calls","kvsim_trace":1,"page_size":2,"source":"test"})"
         << "\n"
         << lines << R"({"end":{"calls":)" << calls
-        << R"(,"event_hash":"0000000000000000","cut_by_signal":15}})" << "\n";
+        << R"(,"event_hash":"0000000000000000","cut_by_signal":15}})"
+        << "\n";
   }
   return read_call_trace(path);
 }

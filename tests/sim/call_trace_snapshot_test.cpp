@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "sim/trace/call_trace_replay.h"
 #include "sim/base/json_reader.h"
+#include "sim/trace/call_trace_replay.h"
 
 namespace kvsim::sim {
 namespace {
@@ -214,7 +214,8 @@ TEST(CallTraceSnapshot, BadEarlierReferencesAreNamed) {
 )",
                      "t.jsonl:2: field node: names what precedes the trace, which needs a "
                      "snapshot record");
-  t = segment_body() + R"({"node":9,"parent":0,"tokens":[9,9],"last_access":1,"creation":1,"hit_count":0}
+  t = segment_body() +
+      R"({"node":9,"parent":0,"tokens":[9,9],"last_access":1,"creation":1,"hit_count":0}
 )";
   expect_input_error(t, "t.jsonl:12: a node line outside a snapshot");
   t = segment_body() + R"({"snapshot":{"nodes":0,"next_id":1,"clock":0}}

@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "sim/model/content_oracle.h"
-#include "sim/model/executor.h"
 #include "sim/base/json_reader.h"
 #include "sim/campaign/resources.h"
 #include "sim/campaign/runner.h"
+#include "sim/model/content_oracle.h"
+#include "sim/model/executor.h"
 
 namespace kvsim::sim {
 namespace {

@@ -17,14 +17,13 @@ std::vector<size_t> realized(const Scenario& s) {
   const HiCacheOptions& c = s.cache;
   const WorkloadOptions& w = s.workload;
   std::vector<size_t> r(kSwarmFactors);
-  r[kFactorStorage] = !s.storage                                ? 0
-                      : s.store.backend == StorageKind::kFile   ? 3
-                      : s.store.capacity_bytes > 0              ? 2
-                                                                : 1;
+  r[kFactorStorage] = !s.storage                              ? 0
+                      : s.store.backend == StorageKind::kFile ? 3
+                      : s.store.capacity_bytes > 0            ? 2
+                                                              : 1;
   r[kFactorNamespaces] = w.namespaces == 1 ? 0 : (w.cross_namespace ? 2 : 1);
-  r[kFactorComponents] = s.scheduler.mode == SchedulerMode::kPd
-                             ? 4
-                             : (c.has_swa() ? 1 : 0) + (c.has_mamba() ? 2 : 0);
+  r[kFactorComponents] =
+      s.scheduler.mode == SchedulerMode::kPd ? 4 : (c.has_swa() ? 1 : 0) + (c.has_mamba() ? 2 : 0);
   r[kFactorFaults] = !s.faults.enabled ? 0 : (s.faults.site_probability <= 0.25 ? 1 : 2);
   switch (w.kind) {
     case WorkloadKind::kSharedPrompt:
@@ -59,8 +58,8 @@ bool pressure_holds(const Scenario& s, size_t level) {
   const WorkloadOptions& w = s.workload;
   const int64_t largest = w.system_prompt_tokens + w.prompt_max * 4 + w.output_max;
   const int64_t page = c.page_size;
-  const int64_t starved_max = (static_cast<int64_t>(1.3 * static_cast<double>(largest)) + page) /
-                              page * page;
+  const int64_t starved_max =
+      (static_cast<int64_t>(1.3 * static_cast<double>(largest)) + page) / page * page;
   if (level == 0) return c.device_tokens <= starved_max && c.host_tokens >= c.device_tokens;
   if (level == 1) return c.device_tokens >= 2 * largest && c.host_tokens >= c.device_tokens;
   return c.host_tokens <= c.device_tokens / 2 + page;
@@ -72,7 +71,8 @@ TEST(CoveringArray, SwarmArrayCoversEveryAllowedPairAndTriple) {
   // The bound docs/hunt.md states: every combination within this many swarm units.
   EXPECT_LE(a.rows(), 69u);
   EXPECT_EQ(a.rows() % 2, 1u) << "an odd count: seeds stepping by 2 visit every row";
-  for (size_t r = 0; r < a.rows(); ++r) EXPECT_TRUE(a.allowed(a.row(r))) << "row " << r;
+  for (size_t r = 0; r < a.rows(); ++r)
+    EXPECT_TRUE(a.allowed(a.row(r))) << "row " << r;
 }
 
 TEST(CoveringArray, DrawnScenariosHoldTheirRowsSettings) {
@@ -97,9 +97,11 @@ TEST(CoveringArray, ConsecutiveSeedsAndEverySecondSeedVisitEveryRow) {
   for (uint64_t start : {0ull, 1ull, 987654321ull}) {
     for (uint64_t step : {1ull, 2ull}) {
       std::set<std::vector<size_t>> rows;
-      for (uint64_t i = 0; i < n; ++i) rows.insert(swarm_row(start + i * step));
+      for (uint64_t i = 0; i < n; ++i)
+        rows.insert(swarm_row(start + i * step));
       std::set<std::vector<size_t>> all;
-      for (size_t r = 0; r < n; ++r) all.insert(swarm_covering_array().row(r));
+      for (size_t r = 0; r < n; ++r)
+        all.insert(swarm_covering_array().row(r));
       EXPECT_EQ(rows, all) << "start " << start << " step " << step;
     }
   }
@@ -124,7 +126,8 @@ TEST(CoveringArray, SmallArrayCoversPairsAndRespectsForbiddenPairs) {
   // Deterministic: the same spec gives the same rows.
   const CoveringArray again(spec);
   ASSERT_EQ(a.rows(), again.rows());
-  for (size_t r = 0; r < a.rows(); ++r) EXPECT_EQ(a.row(r), again.row(r));
+  for (size_t r = 0; r < a.rows(); ++r)
+    EXPECT_EQ(a.row(r), again.row(r));
 }
 
 TEST(CoveringArray, UncoveredNamesAMissingCombination) {

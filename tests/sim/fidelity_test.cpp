@@ -5,9 +5,9 @@
 
 #include <numeric>
 
-#include "sim/report/fidelity.h"
 #include "sim/base/json_reader.h"
 #include "sim/campaign/runner.h"
+#include "sim/report/fidelity.h"
 
 namespace kvsim::sim {
 namespace {

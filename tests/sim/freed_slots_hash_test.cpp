@@ -1,6 +1,7 @@
-// An evict's freed slots (sim/trace/call_trace.h EvictedLeaves): copy_slots_to and slots() give every
-// victim's slots in order, and hash_freed_slots, which folds version 3's runs victim by victim
-// without building that list, equals hash_slots of it, runs continuing across victims included.
+// An evict's freed slots (sim/trace/call_trace.h EvictedLeaves): copy_slots_to and slots() give
+// every victim's slots in order, and hash_freed_slots, which folds version 3's runs victim by
+// victim without building that list, equals hash_slots of it, runs continuing across victims
+// included.
 #include <gtest/gtest.h>
 
 #include <random>

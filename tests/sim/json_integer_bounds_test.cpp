@@ -49,9 +49,11 @@ TEST(JsonIntegerBounds, AMooncakeTimestampBeyondTheLastTickNamesItsLine) {
   const std::string path = ::testing::TempDir() + "/mooncake_far.jsonl";
   {
     std::ofstream f(path);
-    f << R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]})" << "\n";
+    f << R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]})"
+      << "\n";
     f << R"({"timestamp": 9223372036854775807, "input_length": 1, "output_length": 1, )"
-      << R"("hash_ids": [2]})" << "\n";
+      << R"("hash_ids": [2]})"
+      << "\n";
   }
   // 2^63 ms at 1 ms per tick is past 2^53 ticks; it used to become tick 2^63 (or 0 when cast).
   const std::string e = error_of([&] { import_mooncake(path, 512, 1.0); });

@@ -4,15 +4,15 @@
 
 #include <fstream>
 
-#include "sim/workload/block_lru.h"
 #include "sim/base/json_reader.h"
+#include "sim/workload/block_lru.h"
 #include "sim/workload/mooncake.h"
 
 namespace kvsim::sim {
 namespace {
 
 const std::string kTrace =
-    std::string(KVSIM_SOURCE_DIR) + "/traces/public/mooncake_synthetic_trace.jsonl";
+    std::string(KVSIM_SOURCE_DIR "/traces/public/mooncake_synthetic_trace.jsonl");
 
 TEST(Mooncake, TraceHasThePublishedShape) {
   const std::vector<MooncakeRecord> records = read_mooncake(kTrace, 512);

@@ -1,5 +1,5 @@
-// The scenario field table (sim/config/scenario_fields.h) is what the parser reads: every row's range
-// and default are the ones the parser applies, every field the parser accepts has a row, and
+// The scenario field table (sim/config/scenario_fields.h) is what the parser reads: every row's
+// range and default are the ones the parser applies, every field the parser accepts has a row, and
 // the generated schema and reference show each row.
 #include <gtest/gtest.h>
 

@@ -32,7 +32,7 @@ TEST(Scenario, JsonRoundTripKeepsEveryField) {
 TEST(Scenario, EveryNamedScenarioLoads) {
   int loaded = 0;
   for (const auto& e :
-       std::filesystem::directory_iterator(std::string(KVSIM_SOURCE_DIR) + "/scenarios")) {
+       std::filesystem::directory_iterator(std::string(KVSIM_SOURCE_DIR "/scenarios"))) {
     if (e.path().extension() != ".json") continue;
     const Scenario s = load_scenario(e.path().string());
     EXPECT_EQ(s.name, e.path().stem().string());

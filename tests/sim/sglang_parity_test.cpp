@@ -18,8 +18,8 @@ namespace kvsim::sim {
 namespace {
 
 const std::string kTrace =
-    std::string(KVSIM_SOURCE_DIR) + "/traces/public/mooncake_synthetic_trace.jsonl";
-const std::string kOracle = std::string(KVSIM_SOURCE_DIR) + "/tests/data/sglang-oracle";
+    std::string(KVSIM_SOURCE_DIR "/traces/public/mooncake_synthetic_trace.jsonl");
+const std::string kOracle = std::string(KVSIM_SOURCE_DIR "/tests/data/sglang-oracle");
 
 std::vector<std::filesystem::path> oracle_summaries() {
   std::vector<std::filesystem::path> out;

@@ -20,9 +20,10 @@ SimViolation exception(const std::string& detail) {
 }
 
 TEST(SglangShrink, AnExceptionsSiteIsItsTypeAndFrameNotItsMessage) {
-  EXPECT_EQ(sglang_exception_site("IndexError: index 12 is out of bounds for dimension 0 with size "
-                                  "8 at sglang/srt/managers/cache_controller.py:431 (_generic_page_get)"),
-            "IndexError at sglang/srt/managers/cache_controller.py:431 (_generic_page_get)");
+  EXPECT_EQ(
+      sglang_exception_site("IndexError: index 12 is out of bounds for dimension 0 with size "
+                            "8 at sglang/srt/managers/cache_controller.py:431 (_generic_page_get)"),
+      "IndexError at sglang/srt/managers/cache_controller.py:431 (_generic_page_get)");
   // A message that itself holds " at " and ':' keeps the last frame.
   EXPECT_EQ(sglang_exception_site("KeyError: 'x: at 3' at a.py:1 (f)"), "KeyError at a.py:1 (f)");
   EXPECT_EQ(sglang_exception_site("no frame here"), "no frame here");
@@ -32,21 +33,29 @@ TEST(SglangShrink, AnotherExceptionIsAnotherFailure) {
   const SimViolation found =
       exception("IndexError: index 12 is out of bounds at sglang/srt/a.py:10 (get)");
   // The same exception with other numbers in its message (a shrunk trace's sizes): the same.
-  EXPECT_TRUE(same_failure(found, exception("IndexError: index 4 is out of bounds at sglang/srt/a.py:10 (get)")));
+  EXPECT_TRUE(same_failure(
+      found, exception("IndexError: index 4 is out of bounds at sglang/srt/a.py:10 (get)")));
   // Another type at the same frame, or the same type raised elsewhere: not the same failure.
-  EXPECT_FALSE(same_failure(found, exception("TypeError: bad operand at sglang/srt/a.py:10 (get)")));
-  EXPECT_FALSE(same_failure(found, exception("IndexError: index 12 is out of bounds at sglang/srt/a.py:11 (get)")));
-  EXPECT_FALSE(same_failure(found, exception("IndexError: index 12 is out of bounds at sglang/srt/b.py:10 (put)")));
+  EXPECT_FALSE(
+      same_failure(found, exception("TypeError: bad operand at sglang/srt/a.py:10 (get)")));
+  EXPECT_FALSE(same_failure(
+      found, exception("IndexError: index 12 is out of bounds at sglang/srt/a.py:11 (get)")));
+  EXPECT_FALSE(same_failure(
+      found, exception("IndexError: index 12 is out of bounds at sglang/srt/b.py:10 (put)")));
   // Other invariants still compare by name only.
-  EXPECT_TRUE(same_failure(SimViolation{"prefetch.abandoned_with_free_memory", "12 tokens free", 3},
-                           SimViolation{"prefetch.abandoned_with_free_memory", "8 tokens free", 9}));
+  EXPECT_TRUE(
+      same_failure(SimViolation{"prefetch.abandoned_with_free_memory", "12 tokens free", 3},
+                   SimViolation{"prefetch.abandoned_with_free_memory", "8 tokens free", 9}));
 }
 
 TEST(SglangShrink, SeedFoursTraceFromTheBlindHuntShrinksToAtMostThirtyOps) {
-  if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
   setenv("KVSIM_SOURCE_DIR", KVSIM_SOURCE_DIR, 0);
   const OpTrace found =
-      read_trace(std::string(KVSIM_SOURCE_DIR) + "/tests/data/sglang-shrink/seed004_parent.trace.jsonl").ops;
+      read_trace(
+          std::string(KVSIM_SOURCE_DIR "/tests/data/sglang-shrink/seed004_parent.trace.jsonl"))
+          .ops;
   ASSERT_EQ(found.target.kind, Target::Kind::kSglang);
   const ShrinkResult s = shrink_trace(found, {.max_replays = 300});
   ASSERT_TRUE(s.reproduced);

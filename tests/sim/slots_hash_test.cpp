@@ -1,5 +1,5 @@
-// The evict outcome's slot hash (sim/trace/call_trace.h hash_slots): version 3 folds maximal runs of
-// consecutive slots; its block fast path must give the same runs as a slot-by-slot walk.
+// The evict outcome's slot hash (sim/trace/call_trace.h hash_slots): version 3 folds maximal runs
+// of consecutive slots; its block fast path must give the same runs as a slot-by-slot walk.
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -20,7 +20,8 @@ namespace {
 
 PageDigest key(uint64_t i) {
   PageDigest d{};
-  for (size_t b = 0; b < 8; ++b) d[b] = static_cast<uint8_t>(i >> (8 * b));
+  for (size_t b = 0; b < 8; ++b)
+    d[b] = static_cast<uint8_t>(i >> (8 * b));
   d[31] = 0x5a;
   return d;
 }
@@ -31,7 +32,8 @@ std::vector<std::byte> payload(size_t n, uint64_t fill) {
 
 TEST(StorageBudgetReference, EvictsLeastRecentlyUsedFirstAndHitsCount) {
   StorageBudgetReference ref(30, 0, 0);  // three pages of 10 bytes
-  for (uint64_t i = 1; i <= 3; ++i) ref.apply_set(ref.plan_set(key(i), 10), key(i), 10, true);
+  for (uint64_t i = 1; i <= 3; ++i)
+    ref.apply_set(ref.plan_set(key(i), 10), key(i), 10, true);
   ref.hit(key(1));  // 2 is now the oldest
   auto plan = ref.plan_set(key(4), 10);
   ASSERT_FALSE(plan.refused);
@@ -74,7 +76,8 @@ std::optional<std::string> drive(StorageBackend& store, uint64_t capacity, uint6
 TEST(StorageBudgetOrder, MemoryStoreAgreesWithTheReference) {
   MemoryStorage store(0, 96);
   uint64_t evicted = 0;
-  EXPECT_EQ(drive(store, 96, 0, [&] { return store.evictions(); }, 5000, &evicted),
+  EXPECT_EQ(drive(
+                store, 96, 0, [&] { return store.evictions(); }, 5000, &evicted),
             std::nullopt);
   EXPECT_GT(evicted, 100u) << "the budget must bite for the comparison to mean anything";
 }
@@ -85,8 +88,9 @@ TEST(StorageBudgetOrder, FileStoreAgreesWithTheReference) {
   FileStorage store(dir.path(), FileStorageOptions{.capacity_bytes = capacity});
   ASSERT_TRUE(store.ok()) << store.error();
   uint64_t evicted = 0;
-  EXPECT_EQ(drive(store, capacity, FileStorage::kHeaderBytes, [&] { return store.evictions(); },
-                  600, &evicted),
+  EXPECT_EQ(drive(
+                store, capacity, FileStorage::kHeaderBytes, [&] { return store.evictions(); }, 600,
+                &evicted),
             std::nullopt);
   EXPECT_GT(evicted, 20u);
 }
@@ -111,8 +115,8 @@ class PlantedBudgetStore final : public StorageBackend {
     bool extra = bug_ == Bug::kOneTooMany;
     while (bytes_ + p.size() > capacity_ || (extra && !order_.empty())) {
       if (bytes_ + p.size() <= capacity_) extra = false;
-      const auto victim = bug_ == Bug::kMostRecentFirst ? std::prev(order_.end())->second
-                                                         : order_.begin()->second;
+      const auto victim =
+          bug_ == Bug::kMostRecentFirst ? std::prev(order_.end())->second : order_.begin()->second;
       remove(victim);
       ++evictions_;
     }
@@ -149,7 +153,8 @@ class PlantedBudgetStore final : public StorageBackend {
 
 std::optional<std::string> drive_planted(PlantedBudgetStore::Bug bug) {
   PlantedBudgetStore store(96, bug);
-  return drive(store, 96, 0, [&] { return store.evictions(); }, 5000);
+  return drive(
+      store, 96, 0, [&] { return store.evictions(); }, 5000);
 }
 
 TEST(StorageBudgetOrder, TheUnplantedStoreIsClean) {

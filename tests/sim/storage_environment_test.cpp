@@ -63,8 +63,8 @@ class StoreEnv : public ::testing::Test {
  protected:
   void SetUp() override {
     static int counter = 0;
-    dir_ = fs::temp_directory_path() / ("kvsim-store-env-test-" + std::to_string(::getpid()) +
-                                        "-" + std::to_string(++counter));
+    dir_ = fs::temp_directory_path() /
+           ("kvsim-store-env-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -156,7 +156,8 @@ pid_t dead_pid() {
 TEST_F(StoreEnv, CopiesOfStoresLeftByKilledRunsAreSweptAndLiveOnesKept) {
   const fs::path tmp = fs::temp_directory_path();
   const fs::path stale = tmp / ("kvsim-store-snapshot-" + std::to_string(dead_pid()) + "-Ab12Cd");
-  const fs::path stale_replay = tmp / ("kvsim-replay-store-" + std::to_string(dead_pid()) + "-x1y2z3");
+  const fs::path stale_replay =
+      tmp / ("kvsim-replay-store-" + std::to_string(dead_pid()) + "-x1y2z3");
   const fs::path live = tmp / ("kvsim-store-snapshot-" + std::to_string(::getpid()) + "-Zz9Yy8");
   const fs::path unowned = tmp / "kvsim-store-snapshot-Qw3Er4";  // no pid: not ours to judge
   for (const fs::path& d : {stale, stale_replay, live, unowned}) {

@@ -1,6 +1,6 @@
-// Sweeps (sim/campaign/sweep.h): shards partition a sweep exactly, results arrive in seed order whatever
-// the number of workers, a stop is honoured at the same seed for every K, and a simulated run
-// gives the same result on a worker thread as on the main thread.
+// Sweeps (sim/campaign/sweep.h): shards partition a sweep exactly, results arrive in seed order
+// whatever the number of workers, a stop is honoured at the same seed for every K, and a simulated
+// run gives the same result on a worker thread as on the main thread.
 #include "sim/campaign/sweep.h"
 
 #include <gtest/gtest.h>

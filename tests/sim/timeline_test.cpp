@@ -122,7 +122,7 @@ Shape check_structure(const nlohmann::json& doc) {
 }
 
 TEST(Timeline, SeedTraceReplayIsWellFormed) {
-  const AnyTrace t = read_trace(std::string(KVSIM_SOURCE_DIR) + "/traces/seed-000.trace.jsonl");
+  const AnyTrace t = read_trace(std::string(KVSIM_SOURCE_DIR "/traces/seed-000.trace.jsonl"));
   const RunResult plain = replay_ops(t.ops);
   TimelineRecorder recorder;
   const RunResult drawn = replay_ops(t.ops, timeline_setup(recorder));
@@ -144,7 +144,7 @@ TEST(Timeline, SeedTraceReplayIsWellFormed) {
 
 TEST(Timeline, RunWithFaultsIsWellFormedAndDeterministic) {
   Scenario s =
-      load_scenario(std::string(KVSIM_SOURCE_DIR) + "/scenarios/hybrid_delayed_completions.json");
+      load_scenario(std::string(KVSIM_SOURCE_DIR "/scenarios/hybrid_delayed_completions.json"));
   s.workload.requests = std::min<int64_t>(s.workload.requests, 60);
   const RunResult plain = run_scenario(RunRequest{.scenario = &s, .seed = 5});
   TimelineRecorder a;

@@ -1,5 +1,5 @@
-// Tree pictures (sim/report/tree_picture.h): the DOT written for the radix tree at an op has one node
-// statement per tree node and one edge per parent link, the residency and lock fields, and the
+// Tree pictures (sim/report/tree_picture.h): the DOT written for the radix tree at an op has one
+// node statement per tree node and one edge per parent link, the residency and lock fields, and the
 // highlighted node drawn red; a failing run's capture draws the tree at its failure.
 #include <gtest/gtest.h>
 
@@ -78,7 +78,7 @@ class NodeCounter final : public ExecutorObserver {
 
 TEST(TreePicture, OneNodeStatementPerTreeNodeAtEveryOp) {
   const AnyTrace t =
-      read_trace(std::string(KVSIM_SOURCE_DIR) + "/traces/found-swa-fallback-anchor.trace.jsonl");
+      read_trace(std::string(KVSIM_SOURCE_DIR "/traces/found-swa-fallback-anchor.trace.jsonl"));
   const size_t n_ops = t.ops.ops.size();
   ASSERT_GT(n_ops, 4u);
   size_t drawn_with_children = 0;

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "sim/base/json_reader.h"
-#include "sim/workload/mooncake.h"
 #include "sim/trace/trace.h"
+#include "sim/workload/mooncake.h"
 #include "sim/workload/workload.h"
 
 namespace kvsim::sim {
@@ -27,7 +27,7 @@ namespace {
 #endif
 
 const std::string kMooncake =
-    std::string(KVSIM_SOURCE_DIR) + "/traces/public/mooncake_synthetic_trace.jsonl";
+    std::string(KVSIM_SOURCE_DIR "/traces/public/mooncake_synthetic_trace.jsonl");
 
 size_t resident_bytes() {
   std::ifstream in("/proc/self/statm");
