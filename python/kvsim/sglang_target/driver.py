@@ -410,6 +410,9 @@ class Driver(StorageCalls, RetractCalls):
         try:
             slots = t.req_to_token_pool.req_to_token[req.req_pool_idx, : req.reused].to(torch.int64)
             got = checks.read_device_kv(t, slots, wait=True)
+            wait_side_layers = getattr(t, "wait_side_layers", None)  # Mamba layers (mamba.py)
+            if wait_side_layers is not None:
+                wait_side_layers()
         finally:
             if counter is not None:
                 counter.set_consumer(-1)

@@ -123,6 +123,7 @@ class MambaTarget(HybridTarget):
         lc = cfg.layer_count
         # Layers 0 .. lc-1 full attention, lc .. 2lc-1 Mamba (a hybrid model's two kinds).
         full_ids, mamba_ids = list(range(lc)), list(range(lc, 2 * lc))
+        self.mamba_layer_ids = mamba_ids
         pool_cls = _driver_req_pool(mp.HybridReqToTokenPool, self)
         self.req_to_token_pool = pool_cls(
             size=request_rows(cfg.max_requests, opts["mamba_device_states"]),
@@ -188,6 +189,14 @@ class MambaTarget(HybridTarget):
             if not hasattr(req, name):
                 setattr(req, name, None)
         return Target.init_load_back(self, req, mem_quota)
+
+    def wait_side_layers(self):
+        """The forward's Mamba layers read their state through SGLang's mamba2_layer_cache, which
+        waits on the layer transfer counter: a hybrid load-back transfers every layer (KV and
+        Mamba), so the batch's forward waits on the Mamba layers' load events too (the driver
+        calls this with the request's load as the consumer)."""
+        for layer_id in self.mamba_layer_ids:
+            self.req_to_token_pool.mamba2_layer_cache(layer_id)
 
     def alloc_tokens(self, n):
         return self.allocator.alloc(n)
