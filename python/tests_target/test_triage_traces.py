@@ -1,0 +1,62 @@
+"""Failures the blind hunt reported at fix commits and at the newest snapshot (issue 31), triaged
+(docs/sglang-hunt.md "Triage of the other failures"). Each trace is the hunt's find, shrunk, and is
+replayed by kvsim against SGLang's code (needs the built binary; skips without it or the bundle).
+
+- storage_key_ignores_namespace*.trace.jsonl (swarm seed 5): a real SGLang bug. HiCache's storage
+  keys hash a page's tokens only, not the request's extra_key, so identical prefixes of two
+  namespaces (LoRA adapters) share one storage page: the store keeps the first namespace's KV under
+  the key the second one's node backs up to. Every tag of the bundle has it (the newest needs its
+  own shrink: the April trace's admissions differ there); upstream SGLang fixed it after the
+  snapshot (sgl-project/sglang#38577).
+- unified_write_back_evict.trace.jsonl (swarm seed 7): a real SGLang bug at seed 002's parent and
+  fix. UnifiedRadixCache with write-back evicts a device leaf by queueing its device-to-host copy
+  and freeing its slots at once; the next forward rewrites the slots before the copy runs, so the
+  host holds another prefix's KV. SGLang fixed it in e547f3f804 (#24585: evict waits for its
+  write-backs), which no tag of the bundle holds; no later tag builds the SWA target.
+- himamba_mamba_only_load.trace.jsonl (hybrid_delayed_completions, seed 4): a harness false alarm
+  (a KeyError in HiMambaRadixCache.loading_check), kept as a regression: the driver neither started
+  a load-back that restores only a Mamba state nor made the forward wait on the Mamba layers'
+  load events, as SGLang's scheduler and mamba2_layer_cache do. Clean at seed 001's fix."""
+
+import os
+import subprocess
+
+import pytest
+from sglang_src import cache_dir, sglang_checkout
+
+NEWEST, FIX001, FIX004 = "sglang-6ed5780c4f", "sglang-21835fb0af", "sglang-4a04a9818e"
+PARENT002, FIX002 = "sglang-c016246b0f", "sglang-e4378ff37f"
+_TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triage_traces")
+
+
+def _replay(trace, tag):
+    exe = os.path.join(os.environ.get("KVSIM_BUILD_DIR", ""), "tools", "kvsim")
+    if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
+        pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
+    sglang_checkout(tag)
+    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    r = subprocess.run([exe, "replay", os.path.join(_TRACES, trace), "--sglang-src", f"bundle:{tag}",
+                        "--expect-clean"], capture_output=True, text=True, env=env, timeout=300)
+    return r, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("trace,tag", [
+    ("storage_key_ignores_namespace.trace.jsonl", FIX004),
+    ("storage_key_ignores_namespace.trace.jsonl", FIX002),
+    ("storage_key_ignores_namespace.newest.trace.jsonl", NEWEST)])
+def test_storage_keys_shared_across_namespaces(trace, tag):
+    r, out = _replay(trace, tag)
+    assert r.returncode == 1 and "VIOLATION of storage.content" in out, out
+    assert "the store's page under its hash differs from the node's host page" in out, out
+
+
+@pytest.mark.parametrize("tag", [PARENT002, FIX002])
+def test_unified_write_back_eviction_frees_slots_before_the_copy(tag):
+    r, out = _replay("unified_write_back_evict.trace.jsonl", tag)
+    assert r.returncode == 1 and "VIOLATION of content" in out, out
+    assert "host KV" in out, out
+
+
+def test_mamba_only_load_back_is_started_and_waited_for():
+    r, out = _replay("himamba_mamba_only_load.trace.jsonl", FIX001)
+    assert r.returncode == 0, out
