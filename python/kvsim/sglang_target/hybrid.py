@@ -114,6 +114,7 @@ class HybridTarget(Target):
         if kind == "swa":
             swa_mod = _module(f"{MC}.swa_memory_pool")
             swa_ids = list(range(cfg.layer_count, 2 * cfg.layer_count))
+            self.swa_layer_ids = swa_ids
             kv_cls = _pool_factory(mods.MHATokenToKVPool, cfg.head_dim)
             self.kv = swa_mod.SWAKVPool(
                 size=cfg.device_tokens, size_swa=opts["swa_device_tokens"], page_size=ps, dtype=torch.float32,
@@ -211,6 +212,13 @@ class HybridTarget(Target):
         swa = a.swa_attn_allocator.alloc(n)
         a.set_full_to_swa_mapping(full.to(torch.int64), swa.to(torch.int64))
         return full
+
+    def wait_side_layers(self):
+        """The forward reads its SWA layers through SWAKVPool.get_key_buffer, which waits on the
+        layer transfer counter: a hybrid load-back transfers the SWA layers too (the driver calls
+        this with the request's load as the consumer)."""
+        for layer_id in self.swa_layer_ids:
+            self.kv.get_key_buffer(layer_id)
 
     def after_compute(self, req, start, n, hashes):
         """After the model computed positions [start, n) of req (the FULL layers written by the
