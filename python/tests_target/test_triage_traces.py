@@ -13,6 +13,11 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
   and freeing its slots at once; the next forward rewrites the slots before the copy runs, so the
   host holds another prefix's KV. SGLang fixed it in e547f3f804 (#24585: evict waits for its
   write-backs), which no tag of the bundle holds; no later tag builds the SWA target.
+- prefetch_key_not_truncated.trace.jsonl (named file_storage_budget, seed 2): a real SGLang bug
+  from 233048212a (#23631) to f65aae8493 (#25991). When the host pool cannot hold a whole
+  prefetch, prefetch_from_storage shrinks the token list but hands the controller the unshrunk
+  prefetch key, so the storage pages outrun the host indices (IndexError in _generic_page_get).
+  Clean at seed 004's fix (before it) and at the newest snapshot (after the fix).
 - himamba_mamba_only_load.trace.jsonl (hybrid_delayed_completions, seed 4): a harness false alarm
   (a KeyError in HiMambaRadixCache.loading_check), kept as a regression: the driver neither started
   a load-back that restores only a Mamba state nor made the forward wait on the Mamba layers'
@@ -25,7 +30,7 @@ import pytest
 from sglang_src import cache_dir, sglang_checkout
 
 NEWEST, FIX001, FIX004 = "sglang-6ed5780c4f", "sglang-21835fb0af", "sglang-4a04a9818e"
-PARENT002, FIX002 = "sglang-c016246b0f", "sglang-e4378ff37f"
+PARENT002, FIX002, PARENT003 = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-e264b5785d"
 _TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triage_traces")
 
 
@@ -55,6 +60,15 @@ def test_unified_write_back_eviction_frees_slots_before_the_copy(tag):
     r, out = _replay("unified_write_back_evict.trace.jsonl", tag)
     assert r.returncode == 1 and "VIOLATION of content" in out, out
     assert "host KV" in out, out
+
+
+@pytest.mark.parametrize("tag,fails", [(FIX004, False), (PARENT003, True), (FIX002, True), (NEWEST, False)])
+def test_prefetch_key_not_truncated_with_the_host_indices(tag, fails):
+    r, out = _replay("prefetch_key_not_truncated.trace.jsonl", tag)
+    if fails:
+        assert r.returncode == 1 and "IndexError" in out and "_generic_page_get" in out, out
+    else:
+        assert r.returncode == 0, out
 
 
 def test_mamba_only_load_back_is_started_and_waited_for():
