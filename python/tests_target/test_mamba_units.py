@@ -119,12 +119,13 @@ def test_blind_finds_of_seeds_000_and_001(trace, tag, verdict):
     assert r.returncode == (0 if verdict == "clean" else 1), r.stdout + r.stderr
 
 
-def test_a_drawn_mamba_unit_runs_clean_at_the_fix():
+def test_a_drawn_mamba_unit_runs_clean_at_the_fix(tmp_path):
     """The drawn unit (19 Mamba slots, faults on) runs to quiescence clean at seed 001's fix: the
     admission keeps it off SGLang's Mamba asserts; at seed 001's parent it ends in the seed."""
     unit = os.path.join(_UNITS, "swarm_seed3.json")
     r = _kvsim("run", unit, "--seed", "3", "--target", "sglang", tag=FIX)
     assert r.returncode == 0 and "verdict: ok" in r.stdout, r.stdout + r.stderr
     assert "requests finished 0," not in r.stdout
-    r = _kvsim("run", unit, "--seed", "3", "--target", "sglang", tag=PARENT_001)
+    r = _kvsim("run", unit, "--seed", "3", "--target", "sglang", "--trace-dir", str(tmp_path),
+               tag=PARENT_001)  # its failing trace goes to tmp_path, not the caller's folder
     assert r.returncode == 1 and "residency.host_index_on_device" in r.stdout + r.stderr, r.stdout + r.stderr
