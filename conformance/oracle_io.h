@@ -1,5 +1,5 @@
-// Reading and writing HiCache pools through the content oracle (sim/model/content_oracle.h), for the
-// property tests and the conformance kit: a model-forward stand-in that writes what a request
+// Reading and writing HiCache pools through the content oracle (sim/model/content_oracle.h), for
+// the property tests and the conformance kit: a model-forward stand-in that writes what a request
 // computes, and checkers that compare tree nodes and request prefixes with the oracle. Unlike
 // tests/support/hybrid_fixture.h these take any HiCache (with or without storage) and return
 // an error text instead of a GoogleTest assertion, so RapidCheck properties can use them.

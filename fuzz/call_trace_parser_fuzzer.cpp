@@ -75,10 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (trace->end->calls != trace->calls.size()) {
-    fuzz::report_property("call_trace_parser", "a footer counting " +
-                                                   std::to_string(trace->end->calls) +
-                                                   " calls parsed with " +
-                                                   std::to_string(trace->calls.size()));
+    fuzz::report_property("call_trace_parser",
+                          "a footer counting " + std::to_string(trace->end->calls) +
+                              " calls parsed with " + std::to_string(trace->calls.size()));
   }
   const sim::CallReplay r = sim::replay_calls(*trace);
   const bool matches = sim::call_replay_matches(*trace, r);

@@ -27,10 +27,10 @@
 
 #include "core/common/assert.h"
 #include "fuzz/fuzz_support.h"
-#include "sim/model/executor.h"
 #include "sim/base/json_reader.h"
-#include "sim/model/op.h"
 #include "sim/config/scenario.h"
+#include "sim/model/executor.h"
+#include "sim/model/op.h"
 #include "sim/model/storage_faults.h"
 
 namespace kvsim::fuzz {

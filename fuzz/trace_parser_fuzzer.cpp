@@ -17,10 +17,10 @@
 
 #include "fuzz/fuzz_support.h"
 #include "sim/base/json_reader.h"
-#include "sim/model/op.h"
 #include "sim/campaign/resources.h"
 #include "sim/campaign/runner.h"
 #include "sim/campaign/shrink.h"
+#include "sim/model/op.h"
 #include "sim/trace/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -30,7 +30,7 @@
 //     (CacheController::live_index_buffers() == 0 at every poll point);
 //  6e.[load_back.window_whole] after a load-back every component's state on the new anchor is
 //     on device: the whole SWA window ending there, the Mamba state of the anchor (KV_ASSERT);
-  //  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
+//  7. [slots.swa_* / slots.mamba_*] side pools: the ownership rules of 1 and 2 per pool;
 //  8. [slots.request_count] each pool's count of request-held pages equals its held marks;
 //  9. [storage.hash_chain] every page hash a node caches equals its recomputation from the
 //     namespace seed and the tokens of its path (hash_pages);
@@ -335,13 +335,13 @@ class HiCache {
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
   friend struct HiCacheTestPeer;  // tests plant stale counters to exercise the references
-  int64_t segv_at_insert_ = 0;  // test-only crash hook (hi_cache.cpp insert); 0 = off
+  int64_t segv_at_insert_ = 0;    // test-only crash hook (hi_cache.cpp insert); 0 = off
   int64_t inserts_ = 0;
   int64_t last_victim_ = 0;          // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;     // the same for the latest evict_host
   bool eviction_exhausted_ = false;  // the latest eviction stopped short of its target (6d)
   bool sglang_eviction_amounts_ = false;
-  int issued_early_producer_ = -1;   // loads a read issued before ready_to_load_host_cache
+  int issued_early_producer_ = -1;  // loads a read issued before ready_to_load_host_cache
   HiCacheStats stats_;
 };
 

@@ -79,8 +79,8 @@ void HiCache::sanity_check(SanityReport& report) const {
 }
 
 void HiCache::sanity_check_sliced(SanityReport& report, uint64_t round) const {
-  sanity_check_parts(report, std::pair<uint64_t, uint64_t>{round % kHashChainSlices,
-                                                           kHashChainSlices});
+  sanity_check_parts(report,
+                     std::pair<uint64_t, uint64_t>{round % kHashChainSlices, kHashChainSlices});
 }
 
 void HiCache::sanity_check_parts(SanityReport& report,

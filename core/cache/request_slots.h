@@ -44,8 +44,8 @@ class RequestSlots {
       marked += held_[p];
     }
     if (marked == count_) return "";
-    return pool_ + ": held-page count " + std::to_string(count_) + " != " +
-           std::to_string(marked) + " pages marked held";
+    return pool_ + ": held-page count " + std::to_string(count_) + " != " + std::to_string(marked) +
+           " pages marked held";
   }
   // Every held slot, ascending (for ownership checks).
   IndexVector held() const {

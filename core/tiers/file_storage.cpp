@@ -140,7 +140,6 @@ bool write_exact(int fd, const char* p, size_t n) {
 
 enum class Header : uint8_t { kOk, kMissing, kCorrupt, kIoError, kForeign };
 
-
 // Opens `path` and validates everything but the payload checksum (contract 3). On kOk, `fd`
 // holds the open file, `length` the payload length and `header` the header bytes.
 Header open_page(const fs::path& path, const PageDigest& key, uint64_t page_bytes, int* fd_out,
@@ -341,7 +340,7 @@ StorageStatus FileStorage::read_page(const PageDigest& key, std::vector<std::byt
       break;
     case Header::kMissing:
     case Header::kForeign:  // not this model's page: a miss, and left where it is
-      forget(key);  // another process (or a person) removed it
+      forget(key);          // another process (or a person) removed it
       return StorageStatus::kMiss;
     case Header::kCorrupt:
       return StorageStatus::kCorrupt;

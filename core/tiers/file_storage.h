@@ -75,8 +75,7 @@ struct FileStorageOptions {
 // regular file (opened O_NONBLOCK | O_NOFOLLOW), with page_bytes set no larger than a page of
 // that payload and not a well-formed page of another payload length. False otherwise (gone, a
 // FIFO or symlink, oversized, another geometry's, unreadable): nothing is read past that bound.
-bool read_own_page_file(const std::filesystem::path& path, uint64_t page_bytes,
-                        std::string* bytes);
+bool read_own_page_file(const std::filesystem::path& path, uint64_t page_bytes, std::string* bytes);
 
 class FileStorage final : public StorageBackend {
  public:

@@ -17,10 +17,10 @@ struct Group {
   std::vector<bool> covered;  // by combination index (mixed radix over the factors' levels)
 };
 
-size_t combination_index(const Group& g, const CoveringSpec& spec,
-                         const std::vector<size_t>& row) {
+size_t combination_index(const Group& g, const CoveringSpec& spec, const std::vector<size_t>& row) {
   size_t index = 0;
-  for (size_t f : g.factors) index = index * spec.factors[f].levels.size() + row[f];
+  for (size_t f : g.factors)
+    index = index * spec.factors[f].levels.size() + row[f];
   return index;
 }
 
@@ -52,13 +52,16 @@ std::vector<Group> groups_of(const CoveringSpec& spec) {
   std::vector<Group> groups;
   auto add = [&](std::vector<size_t> factors) {
     size_t n = 1;
-    for (size_t f : factors) n *= spec.factors[f].levels.size();
+    for (size_t f : factors)
+      n *= spec.factors[f].levels.size();
     groups.push_back(Group{std::move(factors), std::vector<bool>(n, false)});
   };
   const size_t k = spec.factors.size();
   for (size_t i = 0; i < k; ++i)
-    for (size_t j = i + 1; j < k; ++j) add({i, j});
-  for (const auto& t : spec.triples) add({t[0], t[1], t[2]});
+    for (size_t j = i + 1; j < k; ++j)
+      add({i, j});
+  for (const auto& t : spec.triples)
+    add({t[0], t[1], t[2]});
   return groups;
 }
 
@@ -109,7 +112,8 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
   // How many rows so far use each level: a tie goes to the least used level, so the factors
   // that no triple drives still spread over their levels (not the lowest level in most rows).
   std::vector<std::vector<size_t>> used(k);
-  for (size_t f = 0; f < k; ++f) used[f].assign(spec_.factors[f].levels.size(), 0);
+  for (size_t f = 0; f < k; ++f)
+    used[f].assign(spec_.factors[f].levels.size(), 0);
   while (true) {
     // The first uncovered combination seeds the row.
     std::vector<size_t> row(k, kUnset);
@@ -126,7 +130,8 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
     if (!any) break;
     std::vector<size_t> order(k);
     std::iota(order.begin(), order.end(), size_t{0});
-    for (size_t i = k; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+    for (size_t i = k; i > 1; --i)
+      std::swap(order[i - 1], order[rng.below(i)]);
     for (size_t f : order) {
       if (row[f] != kUnset) continue;
       size_t best = kUnset, best_gain = 0;
@@ -140,7 +145,8 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
         size_t gain = 0;
         for (const Group& g : groups) {
           bool has_f = false;
-          for (size_t gf : g.factors) has_f = has_f || gf == f;
+          for (size_t gf : g.factors)
+            has_f = has_f || gf == f;
           if (has_f && filled(g, row) && !g.covered[combination_index(g, spec_, row)]) ++gain;
         }
         if (best == kUnset || gain > best_gain ||
@@ -152,8 +158,10 @@ CoveringArray::CoveringArray(CoveringSpec spec) : spec_(std::move(spec)) {
       if (best == kUnset) throw std::logic_error("covering array: constraints leave no level");
       row[f] = best;
     }
-    for (Group& g : groups) g.covered[combination_index(g, spec_, row)] = true;
-    for (size_t f = 0; f < k; ++f) ++used[f][row[f]];
+    for (Group& g : groups)
+      g.covered[combination_index(g, spec_, row)] = true;
+    for (size_t f = 0; f < k; ++f)
+      ++used[f][row[f]];
     rows_.push_back(std::move(row));
   }
   // An odd count: seeds stepping by 2 visit every row too.
@@ -185,7 +193,8 @@ std::vector<std::string> CoveringArray::uncovered() const {
   std::vector<std::string> missing;
   for (const Group& g : groups_of(spec_)) {
     std::vector<bool> seen(g.covered.size(), false);
-    for (const auto& row : rows_) seen[combination_index(g, spec_, row)] = true;
+    for (const auto& row : rows_)
+      seen[combination_index(g, spec_, row)] = true;
     for (size_t i = 0; i < seen.size(); ++i) {
       if (seen[i] || !combination_allowed(g, spec_, i)) continue;
       std::vector<size_t> row(spec_.factors.size(), kUnset);

@@ -18,9 +18,9 @@
 #include "sim/campaign/profile_flush.h"
 #include "sim/campaign/rebuild_check.h"
 #include "sim/campaign/runner.h"
-#include "sim/campaign/target_fit.h"
 #include "sim/campaign/shrink.h"
 #include "sim/campaign/swarm.h"
+#include "sim/campaign/target_fit.h"
 
 namespace kvsim::sim {
 namespace {
@@ -441,11 +441,10 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
 // cannot take the hunt with it), but within the hunt's time budget: the budget covers the
 // shrink too, so `--time-budget 60` ends by 60 s. A shrink the budget cuts short leaves the
 // failure unshrunk, with a note naming the command that shrinks it. "" when shrunk.
-std::string shrink_within_budget(const HuntFailure& f, const std::string& out,
-                                 const HuntOptions& o, const Clock& clock) {
-  const ShrinkOptions so{.max_replays = o.shrink_replays,
-                         .max_replay_ops = o.shrink_replay_ops,
-                         .setup = o.setup};
+std::string shrink_within_budget(const HuntFailure& f, const std::string& out, const HuntOptions& o,
+                                 const Clock& clock) {
+  const ShrinkOptions so{
+      .max_replays = o.shrink_replays, .max_replay_ops = o.shrink_replay_ops, .setup = o.setup};
   if (o.time_budget_s <= 0) return shrink_in_child(f.trace, out, so);
   const std::string later = "; `kvsim shrink " + f.trace + "` shrinks it";
   if (clock.elapsed() >= o.time_budget_s) {

@@ -1,8 +1,8 @@
 // The hunt (`kvsim hunt`): a blind search for violations. Unit i of a hunt with base seed S runs
-// seed S + i on either a swarm configuration (even units: sim/campaign/swarm.h draws it from the seed) or
-// one of the named scenarios (odd units, round-robin), records its op trace, and on a violation
-// writes the trace and (unless told not to) shrinks it. The hunt stops at the first N failures,
-// when the wall-time budget is spent, or after a fixed number of units. The budget covers
+// seed S + i on either a swarm configuration (even units: sim/campaign/swarm.h draws it from the
+// seed) or one of the named scenarios (odd units, round-robin), records its op trace, and on a
+// violation writes the trace and (unless told not to) shrinks it. The hunt stops at the first N
+// failures, when the wall-time budget is spent, or after a fixed number of units. The budget covers
 // everything, the shrinks included: a unit or a shrink still running at its end is cut off
 // there (a failure whose shrink is cut off is reported unshrunk, with a shrink_note).
 //
@@ -24,9 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/common/probe.h"
+#include "sim/config/scenario.h"
 #include "sim/model/executor.h"
 #include "sim/model/faults.h"
-#include "sim/config/scenario.h"
 #include "sim/model/target.h"
 
 namespace kvsim::sim {
@@ -81,7 +81,7 @@ struct HuntFailure {
   std::string trace;         // the failing op trace
   std::string shrunk_trace;  // "" with shrinking off or when it did not reproduce
   size_t shrunk_ops = 0;
-  std::string shrink_note;   // why there is no shrunk trace (shrinking ran in a child process)
+  std::string shrink_note;  // why there is no shrunk trace (shrinking ran in a child process)
   // A hang (no op trace: the run never ended): the unit's scenario, for `kvsim run FILE --seed`.
   std::string hang_scenario;
 };

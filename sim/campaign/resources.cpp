@@ -98,8 +98,8 @@ std::vector<MemoryNeed> scenario_memory(const Scenario& s, bool generates_worklo
   // allowance for buffers that do not scale with a field (scratch, streams).
   needs.push_back({"workload.requests", add(mul(u(w.requests), kPerRequest), uint64_t{1} << 20)});
   if (generates_workload && w.kind != WorkloadKind::kMooncake) {
-    // The generator streams (sim/workload/workload.h ArrivalSource) and a finished request drops its
-    // tokens: prompts are held by the requests in flight only, not by every request.
+    // The generator streams (sim/workload/workload.h ArrivalSource) and a finished request drops
+    // its tokens: prompts are held by the requests in flight only, not by every request.
     needs.push_back({"workload.prompt_max", streamed_prompt_bytes(s)});
   }
   std::stable_sort(needs.begin(), needs.end(),

@@ -77,7 +77,8 @@ ReplayReport replay_trace(const OpTrace& trace, const ReplayOptions& options) {
       }
     }
     if (!executor.failed()) executor.apply(Op{.kind = OpKind::kFlush});
-    for (int i = 0; i < 100000 && executor.cache_under_test().storage_enabled() && !executor.failed(); ++i) {
+    for (int i = 0;
+         i < 100000 && executor.cache_under_test().storage_enabled() && !executor.failed(); ++i) {
       bool busy = false;
       for (uint32_t w = 0; w < 3 && !executor.failed(); ++w) {
         const OpOutcome o = executor.apply(Op{.kind = OpKind::kStorage, .target = w});

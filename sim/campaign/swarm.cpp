@@ -32,7 +32,8 @@ WorkloadKind draw_kind(Rng& rng, size_t tree_shape) {
     case 1:
       return pick(rng, {WorkloadKind::kMultiTurn, WorkloadKind::kAgentic});
     case 2:
-      return pick(rng, {WorkloadKind::kFork, WorkloadKind::kAdversarial, WorkloadKind::kAdversarial});
+      return pick(rng,
+                  {WorkloadKind::kFork, WorkloadKind::kAdversarial, WorkloadKind::kAdversarial});
     default:
       return pick(rng, {WorkloadKind::kMixed, WorkloadKind::kUniform});
   }
@@ -157,8 +158,8 @@ Scenario draw_scenario(uint64_t seed) {
   // A storage tier needs the host tier.
   c.hierarchical = row[kFactorStorage] != 0 || !rng.chance(0.08);
   c.host_layout = rng.chance(0.5) ? KVLayout::kPageFirst : KVLayout::kLayerFirst;
-  constexpr WritePolicy kPolicies[] = {WritePolicy::kWriteThrough,
-                                       WritePolicy::kWriteThroughSelective, WritePolicy::kWriteBack};
+  constexpr WritePolicy kPolicies[] = {
+      WritePolicy::kWriteThrough, WritePolicy::kWriteThroughSelective, WritePolicy::kWriteBack};
   c.write_policy = kPolicies[row[kFactorWritePolicy]];
   c.eviction_policy = row[kFactorEviction] == 0 ? EvictionPolicy::kLru : EvictionPolicy::kLfu;
   c.load_back_threshold_tokens = pick<int64_t>(rng, {0, 1, page, 4, 8, 64});

@@ -24,8 +24,8 @@ void validate(const Scenario& s, const std::string& source, ScenarioUse use,
     fail(field,
          problem + " (" + other + (line > 0 ? " on line " + std::to_string(line) : "") + ")");
   };
-  // The rules between fields (sim/config/scenario_fields.cpp). (A trace header's scenario was checked
-  // when it was recorded; version 1 traces predate the run-only rules, so they apply to
+  // The rules between fields (sim/config/scenario_fields.cpp). (A trace header's scenario was
+  // checked when it was recorded; version 1 traces predate the run-only rules, so they apply to
   // scenario files.)
   for (const ScenarioRule& rule : scenario_rules()) {
     if (rule.run_only && use != ScenarioUse::kRun) continue;

@@ -103,7 +103,6 @@ nlohmann::json storage_json(const Scenario& s) {
   return j;
 }
 
-
 std::vector<FieldChoice> workload_kind_choices() {
   return {
       {"mixed", "shared prompts, multi-turn sessions, agentic loops and unrelated prompts"},
@@ -555,7 +554,6 @@ std::vector<FieldSpec> make_fields() {
       "Check every model read against the content oracle (byte for byte)."));
   return t;
 }
-
 
 }  // namespace
 

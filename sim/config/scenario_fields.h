@@ -1,8 +1,8 @@
 // The scenario format's single source: one row per field (section, name, type, range, default,
-// meaning). The parser (sim/config/scenario.cpp) reads every field through these rows, to_json writes
-// them, and `kvsim schema` generates the JSON Schema and docs/scenario-reference.md from them:
-// a field cannot be parsed without being documented, and the range and default the parser uses
-// are the ones the reference shows.
+// meaning). The parser (sim/config/scenario.cpp) reads every field through these rows, to_json
+// writes them, and `kvsim schema` generates the JSON Schema and docs/scenario-reference.md from
+// them: a field cannot be parsed without being documented, and the range and default the parser
+// uses are the ones the reference shows.
 //
 // Adding a field: one row in scenario_fields.cpp (in the section's block, in reading order) and
 // the member in sim/config/scenario.h; then regenerate docs/scenario-reference.md

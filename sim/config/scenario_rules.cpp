@@ -6,7 +6,6 @@
 #include "sim/config/scenario_fields.h"
 #include "sim/config/scenario_schema_pieces.h"
 
-
 namespace kvsim::sim {
 namespace {
 

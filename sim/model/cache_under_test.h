@@ -91,8 +91,8 @@ class CacheUnderTest {
   virtual void verify_resumed(SimRequest& r) = 0;
 
   // --- Progress the simulator owns.
-  virtual void poll() = 0;   // check_hicache_events
-  virtual void flush() = 0;  // every transfer lands, every ack consumed
+  virtual void poll() = 0;                               // check_hicache_events
+  virtual void flush() = 0;                              // every transfer lands, every ack consumed
   virtual int64_t step(uint32_t stream, int64_t n) = 0;  // ops run (stream < stream_count())
   virtual OpOutcome storage(uint32_t worker, int64_t fault) = 0;
   virtual OpOutcome inject(const Op& op) = 0;

@@ -43,9 +43,10 @@ struct ByDesign {
 constexpr std::array<ByDesign, 1> kByDesign{{
     {.call = "storage",
      .key = "did",
-     .holds = [](const ByDesignContext& c) {
-       return c.primary == 1 && c.shadow == 0 && c.dead_prefetch_ops > 0;
-     },
+     .holds =
+         [](const ByDesignContext& c) {
+           return c.primary == 1 && c.shadow == 0 && c.dead_prefetch_ops > 0;
+         },
      .why = "SGLang's storage worker still dequeues the prefetch operation of a request aborted "
             "while prefetching (release_aborted_request leaves it queued; the worker drops it "
             "when it comes to it), while kvsim's core removes it at the abort: one step that "
@@ -216,7 +217,9 @@ void DifferentialCache::begin_call() {
   if (!shadow_stopped_) shadow_->begin();
 }
 
-Decisions DifferentialCache::take(Side& side) { return side.take(); }
+Decisions DifferentialCache::take(Side& side) {
+  return side.take();
+}
 
 void DifferentialCache::compare(const char* call, const SimRequest* r, Decisions p, Decisions s) {
   if (shadow_stopped_) return;
@@ -255,15 +258,21 @@ void DifferentialCache::compare(const char* call, const SimRequest* r, Decisions
 std::vector<uint32_t> DifferentialCache::progress_streams() const {
   return primary_->cache->progress_streams();
 }
-size_t DifferentialCache::stream_count() const { return primary_->cache->stream_count(); }
-bool DifferentialCache::storage_enabled() const { return primary_->cache->storage_enabled(); }
+size_t DifferentialCache::stream_count() const {
+  return primary_->cache->stream_count();
+}
+bool DifferentialCache::storage_enabled() const {
+  return primary_->cache->storage_enabled();
+}
 bool DifferentialCache::storage_reads_pending() const {
   return primary_->cache->storage_reads_pending();
 }
 int64_t DifferentialCache::admission_budget() const {
   return primary_->cache->admission_budget();
 }
-bool DifferentialCache::loads_queued() const { return primary_->cache->loads_queued(); }
+bool DifferentialCache::loads_queued() const {
+  return primary_->cache->loads_queued();
+}
 
 bool DifferentialCache::arrive(SimRequest& r, uint64_t now) {
   begin_call();
@@ -301,8 +310,8 @@ std::optional<AdmitDecision> DifferentialCache::admit(SimRequest& r, bool load_b
   on_shadow([&] {
     std::optional<AdmitDecision> s;
     {
-      LastTokenHidden sglang_match(r, primary_->core == nullptr &&
-                                          ctx_.scenario.scheduler.mode != SchedulerMode::kPd);
+      LastTokenHidden sglang_match(
+          r, primary_->core == nullptr && ctx_.scenario.scheduler.mode != SchedulerMode::kPd);
       s = shadow_->cache->admit(r, load_back, defer_load, quota);
     }
     shadow_->noted["admitted"] = s.has_value();
@@ -566,12 +575,13 @@ StorageRunStats DifferentialCache::storage_stats() const {
   return primary_->cache->storage_stats();
 }
 
-Decisions DifferentialCache::take_decisions() { return primary_->cache->take_decisions(); }
+Decisions DifferentialCache::take_decisions() {
+  return primary_->cache->take_decisions();
+}
 
 std::unique_ptr<CacheUnderTest> make_sglang_differential(CacheContext ctx, Target& target) {
   return std::make_unique<DifferentialCache>(
-      std::move(ctx),
-      [&target](CacheContext c) { return make_sglang_cache(std::move(c), target); },
+      std::move(ctx), [&target](CacheContext c) { return make_sglang_cache(std::move(c), target); },
       [](CacheContext c) { return std::make_unique<KvsimCoreCache>(std::move(c)); });
 }
 

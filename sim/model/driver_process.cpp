@@ -22,8 +22,8 @@ namespace {
 
 std::string temp_stderr_path() {
   const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") +
-                     "/kvsim-driver-stderr-XXXXXX";
+  std::string path =
+      std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/kvsim-driver-stderr-XXXXXX";
   std::vector<char> buf(path.begin(), path.end());
   buf.push_back('\0');
   const int fd = mkstemp(buf.data());
@@ -75,9 +75,9 @@ DriverProcess::DriverProcess(const std::vector<std::string>& argv,
   if (!pythonpath.empty()) env_strings.push_back("PYTHONPATH=" + pythonpath);
   for (const std::string& d : env_defaults) {
     const std::string name = d.substr(0, d.find('=') + 1);
-    const bool present = std::any_of(env_strings.begin(), env_strings.end(), [&](const std::string& e) {
-      return e.compare(0, name.size(), name) == 0;
-    });
+    const bool present =
+        std::any_of(env_strings.begin(), env_strings.end(),
+                    [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
     if (!present) env_strings.push_back(d);
   }
   std::vector<char*> envp;
@@ -173,7 +173,8 @@ std::string DriverProcess::stderr_tail(size_t max_bytes) const {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
   return s.size() > max_bytes ? "..." + s.substr(s.size() - max_bytes) : s;
 }
 

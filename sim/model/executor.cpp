@@ -29,11 +29,12 @@ Executor::Executor(const Scenario& scenario, uint64_t seed, const Target& target
 }
 
 CacheContext Executor::context(uint64_t seed) {
-  return CacheContext{.scenario = scenario_,
-                      .seed = seed,
-                      .fail = [this](std::string invariant,
-                                     std::string detail) { fail(std::move(invariant), std::move(detail)); },
-                      .stats = stats_};
+  return CacheContext{
+      .scenario = scenario_,
+      .seed = seed,
+      .fail = [this](std::string invariant,
+                     std::string detail) { fail(std::move(invariant), std::move(detail)); },
+      .stats = stats_};
 }
 
 void Executor::replace_cache_under_test(
@@ -94,8 +95,8 @@ OpOutcome Executor::apply(const Op& op) {
   if (observer_ != nullptr) observer_->before_op(index, op);
   if (index == 0) {
     // Once per run and per replay, before anything else: the option contract at the API edge
-    // (sim/model/option_contract.h), on small caches of this run's shape. A violation ends the run at
-    // its first op, so a trace of any length replays it.
+    // (sim/model/option_contract.h), on small caches of this run's shape. A violation ends the run
+    // at its first op, so a trace of any length replays it.
     if (const std::optional<std::string> broken = check_option_contract(scenario_.cache)) {
       fail("options.contract", *broken);
       mix(0x6f7074);

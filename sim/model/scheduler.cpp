@@ -117,8 +117,7 @@ void Scheduler::progress_copies_and_storage() {
     const int64_t n = 1 + static_cast<int64_t>(rng_.below(8));
     if (!emit(Op{.kind = OpKind::kStep, .n = n, .target = stream})) return;
   }
-  if (!executor_.cache_under_test().storage_enabled() ||
-      faults_.fire(FaultSite::kStorageStall)) {
+  if (!executor_.cache_under_test().storage_enabled() || faults_.fire(FaultSite::kStorageStall)) {
     return;
   }
   for (uint32_t worker = 0; worker < 3; ++worker) {

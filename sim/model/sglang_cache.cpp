@@ -44,7 +44,8 @@ class SglangCache final : public CacheUnderTest {
     const nlohmann::json sglang = reply.value("sglang", nlohmann::json::object());
     target.sglang_commit = sglang.value("commit", std::string());
     const nlohmann::json streams = reply.value("streams", nlohmann::json::object());
-    streams_ = {streams.value("compute", 0u), streams.value("write", 1u), streams.value("load", 2u)};
+    streams_ = {streams.value("compute", 0u), streams.value("write", 1u),
+                streams.value("load", 2u)};
     stream_count_ = reply.value("stream_count", size_t{3});
     storage_ = reply.value("storage", false);
   }
@@ -101,11 +102,8 @@ class SglangCache final : public CacheUnderTest {
   void start_loads() override { call({{"call", "start_loads"}}); }
 
   bool compute(SimRequest& r, size_t target, bool oom) override {
-    const nlohmann::json reply = call({{"call", "compute"},
-                                       {"rid", r.rid},
-                                       {"n", target},
-                                       {"tokens", r.tokens},
-                                       {"oom", oom}});
+    const nlohmann::json reply = call(
+        {{"call", "compute"}, {"rid", r.rid}, {"n", target}, {"tokens", r.tokens}, {"oom", oom}});
     return reply.value("computed", false);
   }
 
@@ -249,7 +247,8 @@ class SglangCache final : public CacheUnderTest {
   // string hashing is fixed so that nothing in a run depends on the process it ran in.
   static std::vector<std::string> env_defaults() {
     std::vector<std::string> env{"PYTHONHASHSEED=0"};
-    if (*KVSIM_SOURCE_TREE != '\0') env.push_back(std::string("KVSIM_SOURCE_DIR=") + KVSIM_SOURCE_TREE);
+    if (*KVSIM_SOURCE_TREE != '\0')
+      env.push_back(std::string("KVSIM_SOURCE_DIR=") + KVSIM_SOURCE_TREE);
     return env;
   }
 
@@ -271,8 +270,8 @@ class SglangCache final : public CacheUnderTest {
     std::vector<char> dir_buf(dir_pattern.begin(), dir_pattern.end());
     dir_buf.push_back('\0');
     if (::mkdtemp(dir_buf.data()) == nullptr) {
-      throw DriverError(dir_pattern + ": cannot make a folder for the driver's pipes: " +
-                        std::strerror(errno));
+      throw DriverError(dir_pattern +
+                        ": cannot make a folder for the driver's pipes: " + std::strerror(errno));
     }
     const std::string dir(dir_buf.data());
     const std::string in = dir + "/in", out = dir + "/out";

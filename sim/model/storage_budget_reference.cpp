@@ -33,7 +33,8 @@ StorageBudgetReference::SetPlan StorageBudgetReference::plan_set(const PageDiges
 void StorageBudgetReference::apply_set(const SetPlan& plan, const PageDigest& key,
                                        uint64_t payload_bytes, bool stored) {
   if (plan.refused) return;
-  for (const PageDigest& victim : plan.victims) forget(victim);
+  for (const PageDigest& victim : plan.victims)
+    forget(victim);
   forget(key);
   if (!stored) return;
   const Page page{payload_bytes + overhead_bytes_, ++clock_};
@@ -87,7 +88,8 @@ void BudgetOrderCheck::after_set(const PageDigest& key, uint64_t payload_bytes,
   const uint64_t evicted = evictions_() - evictions_before_;
   if (held_) {
     if (!reference_.holds(key)) {
-      diverge("set(" + short_key(key) + "): the store still holds a page the budget's "
+      diverge("set(" + short_key(key) +
+              "): the store still holds a page the budget's "
               "reference evicted");
     } else if (evicted != 0) {
       diverge("set(" + short_key(key) + ") of a page already stored evicted " +
@@ -106,9 +108,8 @@ void BudgetOrderCheck::after_set(const PageDigest& key, uint64_t payload_bytes,
   } else {
     for (size_t i = 0; i < plan_.victims.size(); ++i) {
       if (store_.exists(plan_.victims[i])) {
-        diverge("set(" + short_key(key) + ") kept " + short_key(plan_.victims[i]) +
-                ", victim " + std::to_string(i + 1) + " of " +
-                std::to_string(plan_.victims.size()) +
+        diverge("set(" + short_key(key) + ") kept " + short_key(plan_.victims[i]) + ", victim " +
+                std::to_string(i + 1) + " of " + std::to_string(plan_.victims.size()) +
                 " of the least-recently-used reference, and evicted another page");
         break;
       }

@@ -27,15 +27,14 @@ namespace kvsim::sim {
 class StorageBudgetReference {
  public:
   // 0 = unlimited, as for the stores.
-  StorageBudgetReference(uint64_t capacity_bytes, uint64_t capacity_pages,
-                         uint64_t overhead_bytes)
+  StorageBudgetReference(uint64_t capacity_bytes, uint64_t capacity_pages, uint64_t overhead_bytes)
       : capacity_bytes_(capacity_bytes),
         capacity_pages_(capacity_pages),
         overhead_bytes_(overhead_bytes) {}
 
   struct SetPlan {
-    bool refused = false;              // larger than the budget on its own
-    std::vector<PageDigest> victims;   // least recently used first
+    bool refused = false;             // larger than the budget on its own
+    std::vector<PageDigest> victims;  // least recently used first
   };
   // What a set() of a page that is not stored (held = false) must do. Pure: nothing changes
   // until apply_set.

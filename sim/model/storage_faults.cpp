@@ -101,10 +101,9 @@ std::string key_text(const PageDigest& key) {
 void FaultyStorage::stop_if_out_of_space(size_t payload_bytes) const {
   const auto* file = dynamic_cast<const FileStorage*>(&inner_);
   if (file == nullptr || !file->out_of_space()) return;
-  throw InputError("storage directory " + file->dir().string() +
-                   " is full: writing a page of " +
-                   std::to_string(FileStorage::kHeaderBytes + payload_bytes) +
-                   " bytes failed (" + file->error() +
+  throw InputError("storage directory " + file->dir().string() + " is full: writing a page of " +
+                   std::to_string(FileStorage::kHeaderBytes + payload_bytes) + " bytes failed (" +
+                   file->error() +
                    "); free space there or set cache.storage.capacity_bytes below what it holds");
 }
 

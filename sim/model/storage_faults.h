@@ -24,8 +24,8 @@
 // drops a page on its own): a set() that fails or does not store with no fault armed, a get()
 // of a stored page that is not kOk with its exact bytes, a page found that was never stored or
 // was removed, exists() and batch_exists() disagreeing with the shadow. A write that fails for
-// want of space is neither: it stops the run with an InputError naming the directory. The first breach is
-// kept (contract_broken()); the executor reports it as invariant storage.contract.
+// want of space is neither: it stops the run with an InputError naming the directory. The first
+// breach is kept (contract_broken()); the executor reports it as invariant storage.contract.
 #pragma once
 
 #include <array>
@@ -97,9 +97,7 @@ class FaultyStorage final : public StorageBackend {
   // Compares the inner store's budget evictions with a reference from now on (a store that
   // starts empty); the first divergence is budget_order_broken() (invariant
   // storage.budget_order).
-  void check_budget_order(std::unique_ptr<BudgetOrderCheck> check) {
-    budget_ = std::move(check);
-  }
+  void check_budget_order(std::unique_ptr<BudgetOrderCheck> check) { budget_ = std::move(check); }
   std::optional<std::string> budget_order_broken() const {
     return budget_ ? budget_->broken() : std::nullopt;
   }

@@ -51,12 +51,12 @@ struct StorageRunStats {
   std::string backend;
   int64_t query_hit_pages = 0, hit_pages = 0, read_bytes = 0, miss_pages = 0;
   int64_t corrupt_pages = 0, read_errors = 0, write_failures = 0, written_bytes = 0;
-  uint64_t pages = 0, bytes = 0;            // what the store holds at the end
-  uint64_t evictions = 0;                   // pages dropped for the budget
-  uint64_t scrubbed_pages = 0;              // reuse: damaged pages removed before the run started
-  uint64_t foreign_entries = 0;  // file: entries under a page's name that are not this model's
-                                 // pages (another geometry's, a FIFO, a symlink): left alone
-  std::string start_digest;                 // reuse: digest of the store the run started on
+  uint64_t pages = 0, bytes = 0;  // what the store holds at the end
+  uint64_t evictions = 0;         // pages dropped for the budget
+  uint64_t scrubbed_pages = 0;    // reuse: damaged pages removed before the run started
+  uint64_t foreign_entries = 0;   // file: entries under a page's name that are not this model's
+                                  // pages (another geometry's, a FIFO, a symlink): left alone
+  std::string start_digest;       // reuse: digest of the store the run started on
   std::shared_ptr<TempDir> start_snapshot;  // reuse: a copy of that store (for the trace)
   std::array<uint64_t, kStorageFaults> injected{};
 };

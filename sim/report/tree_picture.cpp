@@ -133,8 +133,7 @@ std::string tree_dot(Executor& executor, const TreePictureOptions& options) {
       for (const NodeId c : kids) {
         if (children.count(c) == (leaves ? 1u : 0u)) continue;
         if (k % 3 != 0) {
-          os << "  n" << parent << " -> n" << c << " [style=invis, minlen=" << 1 + k % 3
-             << "];\n";
+          os << "  n" << parent << " -> n" << c << " [style=invis, minlen=" << 1 + k % 3 << "];\n";
         }
         ++k;
       }

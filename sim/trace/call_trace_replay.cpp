@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 
 #include "core/common/assert.h"
-#include "sim/trace/call_trace_sidecar.h"
-#include "sim/trace/call_trace_snapshot.h"
 #include "sim/base/hex64.h"
 #include "sim/base/json_reader.h"
+#include "sim/trace/call_trace_sidecar.h"
+#include "sim/trace/call_trace_snapshot.h"
 
 namespace kvsim::sim {
 namespace {
@@ -569,8 +569,8 @@ std::string call_replay_text(const std::string& path, const CallTrace& t, const 
   if (r.first_divergence) s << "  first divergence: " << r.divergence << "\n";
   if (t.end && t.end->truncated) s << "  the recording was truncated at its bound\n";
   if (t.end && t.end->cut_by_signal != 0) {
-    s << "  the recording was cut by signal " << t.end->cut_by_signal << " after "
-      << t.end->calls << " calls (its footer has no tree sizes to compare)\n";
+    s << "  the recording was cut by signal " << t.end->cut_by_signal << " after " << t.end->calls
+      << " calls (its footer has no tree sizes to compare)\n";
   }
   s << "  replay " << (call_replay_matches(t, r) ? "matches" : "DIFFERS FROM")
     << " the recording\n";

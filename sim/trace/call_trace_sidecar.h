@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "sim/trace/call_trace.h"
 #include "sim/base/json_reader.h"
+#include "sim/trace/call_trace.h"
 
 namespace kvsim::sim {
 

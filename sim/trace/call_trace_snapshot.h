@@ -30,8 +30,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tree/radix_tree.h"
-#include "sim/trace/call_trace_sidecar.h"
 #include "sim/base/json_reader.h"
+#include "sim/trace/call_trace_sidecar.h"
 
 namespace kvsim::sim {
 

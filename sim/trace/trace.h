@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/hex64.h"
+#include "sim/config/scenario.h"
 #include "sim/model/executor.h"
 #include "sim/model/faults.h"
-#include "sim/base/hex64.h"
 #include "sim/model/op.h"
 #include "sim/model/target.h"
-#include "sim/config/scenario.h"
 #include "sim/workload/workload.h"
 
 namespace kvsim::sim {

@@ -93,9 +93,9 @@ class MooncakeSource final : public ArrivalSource {
     a.rid = static_cast<RequestId>(next_);
     const double tick = std::floor(static_cast<double>(rec.timestamp_ms) / ms_per_tick_);
     if (!(tick <= static_cast<double>(kMooncakeMaxTick))) {  // NaN / inf included
-      throw InputError(source_ + ":" + std::to_string(rec.line) + ": field timestamp: " +
-                       std::to_string(rec.timestamp_ms) + " ms at " + format_number(ms_per_tick_) +
-                       " ms per tick is beyond the last tick 2^53");
+      throw InputError(source_ + ":" + std::to_string(rec.line) +
+                       ": field timestamp: " + std::to_string(rec.timestamp_ms) + " ms at " +
+                       format_number(ms_per_tick_) + " ms per tick is beyond the last tick 2^53");
     }
     a.tick = static_cast<uint64_t>(tick);
     a.output_len = std::max<int64_t>(rec.output_length, 1);

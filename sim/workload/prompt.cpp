@@ -1,9 +1,9 @@
 #include "sim/workload/prompt.h"
 
-#include "sim/base/json_reader.h"
-#include "sim/workload/mooncake.h"
-#include "sim/base/rng.h"
 #include "sim/base/hex64.h"
+#include "sim/base/json_reader.h"
+#include "sim/base/rng.h"
+#include "sim/workload/mooncake.h"
 #include "sim/workload/workload.h"
 
 namespace kvsim::sim {

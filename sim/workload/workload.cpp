@@ -4,8 +4,8 @@
 #include <cmath>
 #include <deque>
 
-#include "sim/workload/mooncake.h"
 #include "sim/base/rng.h"
+#include "sim/workload/mooncake.h"
 
 namespace kvsim::sim {
 namespace {

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "core/common/types.h"
-#include "sim/workload/prompt.h"
 #include "sim/config/scenario.h"
+#include "sim/workload/prompt.h"
 
 namespace kvsim::sim {
 
 // What the serving system reported for a request it served (an imported SGLang dump): the
-// prefix-cache hit it saw, to compare with the simulator's (sim/report/fidelity.h). -1 = not reported.
+// prefix-cache hit it saw, to compare with the simulator's (sim/report/fidelity.h). -1 = not
+// reported.
 struct ReportedCache {
   int64_t cached_tokens = -1;
   int64_t device = -1, host = -1, storage = -1;  // --enable-cache-report's split by tier

@@ -16,9 +16,7 @@ bool check_range(int a) {
 }
 
 void guard(int a, int b) {
-  KV_ASSERT(a < b ||
-                b > a,
-            "a condition on several lines is not mutated either");
+  KV_ASSERT(a < b || b > a, "a condition on several lines is not mutated either");
 }
 
 }  // namespace demo

@@ -1,5 +1,5 @@
-// `kvsim hunt`: the blind hunt (sim/campaign/hunt.h) as a subcommand. Exit 0 when nothing was found,
-// 1 when a violation was, 2 on bad input.
+// `kvsim hunt`: the blind hunt (sim/campaign/hunt.h) as a subcommand. Exit 0 when nothing was
+// found, 1 when a violation was, 2 on bad input.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// `kvsim sglang-replay`: the SGLang RadixCache op stream on kvsim's core (sim/trace/sglang_replay.h).
+// `kvsim sglang-replay`: the SGLang RadixCache op stream on kvsim's core
+// (sim/trace/sglang_replay.h).
 #pragma once
 
 #include <cstdint>

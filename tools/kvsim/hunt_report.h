@@ -1,9 +1,9 @@
 // kvsim hunt --report DIR: a self-contained HTML page (DIR/index.html: inline CSS, no script, no
-// network) for a hunt (sim/campaign/hunt.h), the sibling of `kvsim run --report` (sweep_report.h): the
-// hunt's budget and why it stopped; every unit run (swarm configuration or named scenario, seed,
-// verdict, event hash); the failures with invariant, op trace, shrunk trace and replay command;
-// swarm features and named scenarios covered; fault sites and how often each fired; code probes
-// reached. docs/hunt.md describes it.
+// network) for a hunt (sim/campaign/hunt.h), the sibling of `kvsim run --report` (sweep_report.h):
+// the hunt's budget and why it stopped; every unit run (swarm configuration or named scenario,
+// seed, verdict, event hash); the failures with invariant, op trace, shrunk trace and replay
+// command; swarm features and named scenarios covered; fault sites and how often each fired; code
+// probes reached. docs/hunt.md describes it.
 #pragma once
 
 #include <string>

@@ -14,8 +14,8 @@
 #include "tools/kvsim/cmd_schema.h"
 #include "tools/kvsim/cmd_sglang_replay.h"
 #include "tools/kvsim/commands.h"
-#include "tools/kvsim/target_flags.h"
 #include "tools/kvsim/probe_report.h"
+#include "tools/kvsim/target_flags.h"
 
 namespace {
 

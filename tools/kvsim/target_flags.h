@@ -10,8 +10,8 @@
 namespace kvsim::tools {
 
 struct TargetFlags {
-  std::string target;      // "" = not given (kvsim, or what a trace recorded)
-  std::string sglang_src;  // "" = not given
+  std::string target;         // "" = not given (kvsim, or what a trace recorded)
+  std::string sglang_src;     // "" = not given
   bool differential = false;  // --differential: kvsim's core beside SGLang's cache, compared
 };
 

@@ -152,7 +152,8 @@ TEST_F(RateLimitReferenceTest, AnAdmissionPastTheLimitIsReported) {
   occupied += 128;
   cache_->release_aborted_request(2);
   cache_->release_aborted_request(1);
-  HiCacheTestPeer::stats(*cache_).prefetch_rate_divergences = 0;  // the fixture's teardown checks a sane cache
+  HiCacheTestPeer::stats(*cache_).prefetch_rate_divergences =
+      0;  // the fixture's teardown checks a sane cache
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ class ForeignEntries : public ::testing::Test {
  protected:
   void SetUp() override {
     static int counter = 0;
-    dir_ = fs::temp_directory_path() / ("kvsim-foreign-test-" + std::to_string(::getpid()) +
-                                        "-" + std::to_string(++counter));
+    dir_ = fs::temp_directory_path() /
+           ("kvsim-foreign-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
