@@ -22,6 +22,7 @@
 #include "sim/campaign/runner.h"
 #include "sim/campaign/shrink.h"
 #include "sim/config/scenario.h"
+#include "sim/model/chained_observer.h"
 
 namespace kvsim::sim {
 SimViolation crash_violation(int wait_status, size_t op_index) {
@@ -47,23 +48,16 @@ namespace {
 // Reports each op of the child's replay down the pipe as it happens: 's' as it starts, 'a' or
 // 'r' once it applied or was rejected, so the parent knows how far a child that died got.
 // Hands every event on to the observer the setup installed (a test's), after its own report.
-class PipeObserver : public ExecutorObserver {
+class PipeObserver : public ChainedObserver {
  public:
   explicit PipeObserver(int fd) : fd_(fd) {}
-  ExecutorObserver* next = nullptr;
   void before_op(size_t i, const Op& op) override {
     put('s');
-    if (next != nullptr) next->before_op(i, op);
+    ChainedObserver::before_op(i, op);
   }
   void after_op(size_t i, const Op& op, const OpOutcome& o) override {
     put(o.applied ? 'a' : 'r');
-    if (next != nullptr) next->after_op(i, op, o);
-  }
-  void on_fault(std::string_view site) override {
-    if (next != nullptr) next->on_fault(site);
-  }
-  void on_executor_gone() override {
-    if (next != nullptr) next->on_executor_gone();
+    ChainedObserver::after_op(i, op, o);
   }
   void put(char c) const {
     while (::write(fd_, &c, 1) < 0 && errno == EINTR) {
@@ -88,8 +82,7 @@ IsolatedReplay replay_isolated(const OpTrace& trace, const ExecutorSetup& setup)
     PipeObserver observer(fds[1]);
     const RunResult r = replay_ops(trace, [&](Executor& e) {
       if (setup) setup(e);
-      observer.next = e.observer();
-      e.set_observer(&observer);
+      observer.chain_onto(e);
     });
     std::string end = "E";
     end += r.violation ? nlohmann::json{{"invariant", r.violation->invariant},
@@ -159,21 +152,11 @@ struct CrashRecording {
 CrashRecording* g_crash_recording = nullptr;  // the recorder child's, set before the run
 
 // Keeps each op as it starts, then hands it on to the observer the setup installed (a test's).
-class StartedOps : public ExecutorObserver {
+class StartedOps : public ChainedObserver {
  public:
-  ExecutorObserver* next = nullptr;
   void before_op(size_t i, const Op& op) override {
     g_crash_recording->ops.push_back(op);
-    if (next != nullptr) next->before_op(i, op);
-  }
-  void after_op(size_t i, const Op& op, const OpOutcome& o) override {
-    if (next != nullptr) next->after_op(i, op, o);
-  }
-  void on_fault(std::string_view site) override {
-    if (next != nullptr) next->on_fault(site);
-  }
-  void on_executor_gone() override {
-    if (next != nullptr) next->on_executor_gone();
+    ChainedObserver::before_op(i, op);
   }
 };
 
@@ -220,8 +203,7 @@ bool record_crash_trace(const Scenario& scenario, uint64_t seed, const ExecutorS
     StartedOps observer;
     run_scenario(RunRequest{.scenario = &scenario, .seed = seed, .setup = [&](Executor& e) {
                               if (setup) setup(e);
-                              observer.next = e.observer();
-                              e.set_observer(&observer);
+                              observer.chain_onto(e);
                             }});
     _exit(0);  // the re-run did not crash: no trace
   }

@@ -211,30 +211,20 @@ std::string rebuild_problem(const RadixTree& tree) {
 
 void RebuildCheck::attach(Executor& executor) {
   executor_ = &executor;
-  next_ = executor.observer();
-  executor.set_observer(this);
-}
-
-void RebuildCheck::before_op(size_t index, const Op& op) {
-  if (next_ != nullptr) next_->before_op(index, op);
+  chain_onto(executor);
 }
 
 void RebuildCheck::after_op(size_t index, const Op& op, const OpOutcome& outcome) {
   const size_t n = index + 1;
   // Op 256, 512, 1024, ...: a handful of checks a unit, at growing tree sizes.
   if (n >= 256 && (n & (n - 1)) == 0) check("op " + std::to_string(n));
-  if (next_ != nullptr) next_->after_op(index, op, outcome);
-}
-
-void RebuildCheck::on_fault(std::string_view site) {
-  if (next_ != nullptr) next_->on_fault(site);
+  ChainedObserver::after_op(index, op, outcome);
 }
 
 void RebuildCheck::on_executor_gone() {
   check("at the end of the run");
   executor_ = nullptr;
-  if (next_ != nullptr) next_->on_executor_gone();
-  next_ = nullptr;
+  ChainedObserver::on_executor_gone();
 }
 
 void RebuildCheck::check(const std::string& when) {

@@ -16,19 +16,18 @@
 #include <optional>
 #include <string>
 
+#include "sim/model/chained_observer.h"
 #include "sim/model/executor.h"
 
 namespace kvsim::sim {
 
-class RebuildCheck final : public ExecutorObserver {
+class RebuildCheck final : public ChainedObserver {
  public:
   // Watches `executor` (set_observer); call before its first op. An observer already set (a
   // test's planted loop, a hunt setup's own) keeps receiving every call, after this one's.
   void attach(Executor& executor);
 
-  void before_op(size_t index, const Op& op) override;
   void after_op(size_t index, const Op& op, const OpOutcome& outcome) override;
-  void on_fault(std::string_view site) override;
   void on_executor_gone() override;
 
   // The first mismatch ("op N: ..."), if any.
@@ -39,7 +38,6 @@ class RebuildCheck final : public ExecutorObserver {
   void check(const std::string& when);
 
   Executor* executor_ = nullptr;
-  ExecutorObserver* next_ = nullptr;  // the observer attach() found set, if any
   std::optional<std::string> problem_;
   int64_t checks_ = 0;
 };
