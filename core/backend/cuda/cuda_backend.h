@@ -117,6 +117,11 @@ class CudaBackend final : public Backend {
   void release(uint32_t hold);
   void release_all_holds() { holds_.release_all(); }
   bool hold_timed_out(uint32_t hold) const { return holds_.timed_out(hold); }
+  // Whether work enqueued behind a hold really waits in this environment (see
+  // CudaStreamHolds::work_queues_behind_a_hold); false under serializing tools.
+  bool holds_queue_work(StreamId stream) {
+    return holds_.work_queues_behind_a_hold(streams_.get(stream));
+  }
 
   size_t device_bytes_reserved() const { return allocator_.device_bytes_reserved(); }
   size_t host_bytes_in_use() const { return allocator_.host_bytes_in_use(); }

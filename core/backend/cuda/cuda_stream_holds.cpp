@@ -77,6 +77,21 @@ bool CudaStreamHolds::timed_out(uint32_t hold) const {
   return std::atomic_ref<uint32_t>(flags_[kSlots + hold]).load(std::memory_order_seq_cst) != 0;
 }
 
+bool CudaStreamHolds::work_queues_behind_a_hold(CUstream_st* stream) {
+  void* scratch = nullptr;
+  KV_CUDA_CHECK(cudaMalloc(&scratch, 16));
+  KV_CUDA_CHECK(cudaMemset(scratch, 0, 16));  // initcheck: the copies read written bytes only
+  auto* bytes = static_cast<char*>(scratch);
+  const uint32_t h = hold(stream, 2'000'000'000);
+  KV_CUDA_CHECK(cudaMemcpyAsync(bytes + 8, bytes, 8, cudaMemcpyDeviceToDevice, stream));
+  KV_CUDA_CHECK(cudaMemcpyAsync(bytes, flags_, 8, cudaMemcpyHostToDevice, stream));
+  const bool queued = !timed_out(h);
+  release(h);
+  KV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  KV_CUDA_CHECK(cudaFree(scratch));
+  return queued;
+}
+
 uint32_t CudaStreamHolds::active() const {
   uint32_t n = 0;
   for (const Slot& s : slots_)

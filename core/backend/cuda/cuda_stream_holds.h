@@ -36,6 +36,14 @@ class CudaStreamHolds {
   bool timed_out(uint32_t hold) const;
   uint32_t active() const;  // holds not yet released
 
+  // Whether work really queues behind a hold here. Holds `stream` for at most 2 s and, behind
+  // the hold, enqueues two raw async copies (device to device, pinned host to device): if
+  // either enqueue returns only after the hold let go by itself, this environment serializes
+  // the stream's work (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer initcheck, ...) and a test
+  // cannot hold a stream. Uses the CUDA API directly, so a backend bug that blocks cannot
+  // pass for a serializing tool. Leaves the stream idle.
+  bool work_queues_behind_a_hold(CUstream_st* stream);
+
  private:
   struct Slot {
     bool held = false;           // hold() called, release() not yet

@@ -87,6 +87,11 @@ class CudaHarness final : public Harness {
   }
   bool close(Backend& b, StreamId stream, uint32_t* gate) override {
     auto& cuda = static_cast<CudaBackend&>(b);
+    // Asked once per process, on a stream of its own: under a tool that serializes a stream's
+    // work (compute-sanitizer initcheck, CUDA_LAUNCH_BLOCKING) a copy enqueued behind a hold
+    // returns only when the hold lets go, and the case cannot hold anything.
+    static const bool holds_queue_work = cuda.holds_queue_work(b.create_stream("hold probe"));
+    if (!holds_queue_work) return false;
     *gate = cuda.hold(stream, 20.0);
     return !cuda.hold_timed_out(*gate);  // already let go: launches are serialized here
   }
