@@ -1020,6 +1020,14 @@ def _():
             torch.cuda.current_stream() == torch.cuda.default_stream()]
 
 
+@case("stream.with_stream_object")
+def _():
+    s = torch.cuda.Stream()
+    with s as entered:
+        inside = torch.cuda.current_stream() == s
+    return [inside, entered is s, torch.cuda.current_stream() == torch.cuda.default_stream()]
+
+
 @case("stream.context_none_no_change")
 def _():
     with torch.cuda.stream(None):
