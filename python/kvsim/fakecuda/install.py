@@ -10,7 +10,7 @@ import types
 
 import torch
 
-from .tensor import DeviceTensor, _h_to, _likes, parse_device, parse_to_args, plain
+from .tensor import DeviceTensor, _h_new_tensor, _h_to, _likes, parse_device, parse_to_args, plain
 
 _TB = torch._C._TensorBase
 _DisableTF = torch._C.DisableTorchFunction
@@ -100,6 +100,9 @@ class Installer:
                          ("is_pinned", is_pinned), ("data_ptr", data_ptr),
                          ("record_stream", record_stream)):
             self._set(torch.Tensor, name, fn)
+        for name in ("new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"):
+            self._set(torch.Tensor, name, _host_new(getattr(_TB, name), _likes))
+        self._set(torch.Tensor, "new_tensor", _host_new(_TB.new_tensor, _h_new_tensor))
 
     def _add_torch2_gaps(self):
         dev = self.dev
@@ -185,6 +188,19 @@ def _factory(dev, orig, is_random):
     factory.__name__ = getattr(orig, "__name__", "factory")
     factory.__wrapped__ = orig
     return factory
+
+
+def _host_new(orig, handler):
+    """Tensor.new_*(..., device='cuda') on a host tensor: a host tensor's methods bypass the device
+    tensor's __torch_function__, so without this the device= would reach torch's own (CPU-only)
+    dispatch. Device tensors and other devices take the original method."""
+    def new(self, *args, **kwargs):
+        if type(self) is not DeviceTensor and parse_device(kwargs.get("device")) == "cuda":
+            return handler(orig, (self,) + args, kwargs)
+        return orig(self, *args, **kwargs)
+
+    new.__name__ = orig.__name__
+    return new
 
 
 def _like_factory(orig):
