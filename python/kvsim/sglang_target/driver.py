@@ -480,6 +480,12 @@ class Driver(StorageCalls, RetractCalls):
         try:
             slots = t.req_to_token_pool.req_to_token[req.req_pool_idx, :n].to(torch.int64)
             got = checks.read_device_kv(t, slots, wait=True)
+            # This read is the batch's forward (the simulator's read after admit or start_loads):
+            # it runs every layer, so it waits on the side layers' load events too, as
+            # _model_read does (SGLang's mamba2_layer_cache waits on the Mamba layers).
+            wait_side_layers = getattr(t, "wait_side_layers", None)
+            if wait_side_layers is not None:
+                wait_side_layers()
         finally:
             if counter is not None:
                 counter.set_consumer(-1)
