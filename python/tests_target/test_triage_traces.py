@@ -21,7 +21,18 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
 - himamba_mamba_only_load.trace.jsonl (hybrid_delayed_completions, seed 4): a harness false alarm
   (a KeyError in HiMambaRadixCache.loading_check), kept as a regression: the driver neither started
   a load-back that restores only a Mamba state nor made the forward wait on the Mamba layers'
-  load events, as SGLang's scheduler and mamba2_layer_cache do. Clean at seed 001's fix."""
+  load events, as SGLang's scheduler and mamba2_layer_cache do. Clean at seed 001's fix.
+- hiradix_write_back_host_leaf.trace.jsonl (write_back_pressure, seed 14): a real SGLang bug
+  (AssertionError 'parent does not have child key' in HiRadixCache.evict_host). Write-back
+  eviction demotes a backed-up parent while its child's write-back is still staged on the device,
+  so _update_host_leaf_status (which then counted only evicted children) marks the parent a host
+  leaf, and nothing clears the mark when the child is demoted; evict_host later takes the parent
+  twice. Fixed by 530b497a48 (#23537, 2026-04-30: a child that is backed up keeps its parent off
+  the host leaves): fails at every April tag, clean from e264b5785d on.
+- himamba_read_waits_mamba_layers.trace.jsonl (hybrid_delayed_completions, seed 46): a harness
+  false alarm, a second path to the KeyError above: the read after admission (the batch's
+  forward) waited on the FULL layers only, and the request was retracted before its own compute.
+  Clean at seed 001's fix."""
 
 import os
 import subprocess
@@ -31,6 +42,7 @@ from sglang_src import cache_dir, sglang_checkout
 
 NEWEST, FIX001, FIX004 = "sglang-6ed5780c4f", "sglang-21835fb0af", "sglang-4a04a9818e"
 PARENT002, FIX002, PARENT003 = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-e264b5785d"
+EFA = "sglang-efa71ce5ab"
 _TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triage_traces")
 
 
@@ -74,3 +86,13 @@ def test_prefetch_key_not_truncated_with_the_host_indices(tag, fails):
 def test_mamba_only_load_back_is_started_and_waited_for():
     r, out = _replay("himamba_mamba_only_load.trace.jsonl", FIX001)
     assert r.returncode == 0, out
+
+
+# The fix (530b497a48) lies between seed 004's fix (2026-04-28) and seed 003's parent (2026-05-07).
+@pytest.mark.parametrize("tag,fails", [(EFA, True), (FIX001, True), (FIX004, True), (PARENT003, False), (NEWEST, False)])
+def test_write_back_eviction_leaves_a_stale_host_leaf(tag, fails):
+    r, out = _replay("hiradix_write_back_host_leaf.trace.jsonl", tag)
+    if fails:
+        assert r.returncode == 1 and "parent does not have child key" in out and "(evict_host)" in out, out
+    else:
+        assert r.returncode == 0, out
