@@ -73,3 +73,32 @@ def test_overwritten_host_bytes_are_named_as_the_walk_names_them():
         assert content.invariant == "content" and "host KV" in content.detail
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("side", ["device", "host"])
+def test_bytes_overwritten_after_a_clean_check_are_caught_with_the_tree_unchanged(side):
+    """The batched content check keeps each node's expected bytes and reuses the previous
+    check's concatenation when the nodes are the same: the bytes themselves are read again, so
+    one position overwritten between two checks of the same tree is found, as the walk finds it."""
+    from kvsim.sglang_target import checks
+    d = make_driver(SEED004)
+    try:
+        hello(d)
+        run(d, lifecycle("a", A) + [{"call": "flush"}])
+        assert checks.check_content_full(d.target) is None  # a clean check of this tree first
+        node = next(n for n in d.target.cache.root_node.children.values()
+                    if (n.value if side == "device" else n.host_value) is not None)
+        if side == "device":
+            slot = node.value[-1:]
+            buf = d.target.kv_pool.k_buffer[1]
+            buf[slot] = buf[slot] + 1  # planted: layer 1's K of one device position
+        else:
+            idx = node.host_value[:1].to(torch.int64)
+            hp = d.target.host_pool
+            hp.k_buffer[idx] = hp.k_buffer[idx] + 1  # planted: one host position's K bytes
+        assert not checks._content_full_batched(d.target)
+        (content, content_walk), _ = _both(d)
+        assert content is not None and content == content_walk, (content, content_walk)
+        assert f"{side} KV" in content.detail and "K bytes" in content.detail
+    finally:
+        d.close()

@@ -247,22 +247,16 @@ def compare(what, got, hashes, target):
     return None
 
 
-# (ns, seed hash, depth, tokens) -> (prefix hashes, hash_base): a node's hashes are a pure
-# function of these, and most nodes outlive many checks. Cleared when it grows past the cap.
+# (ns, seed hash, depth, tokens) -> (prefix hashes, hash_base, expected bytes by shape): a node's
+# hashes are a pure function of these, and most nodes outlive many checks. Cleared when it grows
+# past the cap.
 _HASH_MEMO = {}
 _HASH_MEMO_CAP = 1 << 16
 
 
 def _node_hashes(ns, seed, depth, tokens):
-    key = (ns, seed, depth, tuple(tokens))
-    got = _HASH_MEMO.get(key)
-    if got is None:
-        padded = [0] * depth + list(tokens)
-        hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
-        if len(_HASH_MEMO) >= _HASH_MEMO_CAP:
-            _HASH_MEMO.clear()
-        got = _HASH_MEMO[key] = (hashes, hash_base(hashes))
-    return got
+    hashes, base, _ = _node_entry(ns, seed, depth, tokens)
+    return hashes, base
 
 
 def check_content_full(target):
@@ -292,47 +286,103 @@ def _content_scope(target):
 def _content_full_batched(target):
     """True when every node's bytes equal the content function (same walk, same scope as
     _content_full_by_node, all positions compared at once, on plain tensors: the device's own
-    read path, copy_to_host, still makes the one host copy)."""
+    read path, copy_to_host, still makes the one host copy). A node's expected bytes are made
+    once per (prefix, shape) and kept (_node_expected); a check whose nodes' prefixes are the
+    previous check's, in the same order, reuses the previous check's concatenation of them."""
     root = target.cache.root_node
     check_device, check_host = _content_scope(target)
-    dev_idx, dev_base, host_idx, host_base = [], [], [], []
+    cfg = target.cfg
+    layers, width = cfg.layer_count, cfg.head_dim
+    dev_idx, dev_exp, host_idx, host_exp = [], [], [], []
     stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
     with torch._C.DisableTorchFunction():
         while stack:
             node, seed, depth = stack.pop()
             n = len(node.key)
             tokens = node.key.token_ids[:n]
-            hashes, base = _node_hashes(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
+            entry = _node_entry(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
             value, host_value = node.value, node.host_value
             if check_device and value is not None and value.shape[0]:
                 dev_idx.append(value)
-                dev_base.append(base)
+                dev_exp.append(entry)
             if check_host and host_value is not None and host_value.shape[0]:
                 host_idx.append(host_value)
-                host_base.append(base)
+                host_exp.append(entry)
+            hashes = entry[0]
             last = hashes[-1] if hashes else seed
             for c in reversed(list(node.children.values())):
                 stack.append((c, last, depth + n))
-        cfg = target.cfg
-        width = cfg.head_dim
         if dev_idx:
             idx = torch.cat(dev_idx).as_subclass(torch.Tensor).to(torch.int64)
             pool = target.kv_pool
-            got = [torch.stack([buf[layer].as_subclass(torch.Tensor)[idx] for layer in range(cfg.layer_count)])
-                   for buf in (pool.k_buffer, pool.v_buffer)]
-            want = expected_kv_of_base(torch.cat(dev_base), cfg.layer_count, 1, width)
-            for g, w in zip(got, want):
-                if not torch.equal(target.device.copy_to_host(g).reshape(w.shape), w):
-                    return False
+            # [2 layers, rows, ...] of K then V, gathered at once: [2 layers, positions, ...]
+            bufs = torch.stack([b.as_subclass(torch.Tensor) for b in pool.k_buffer[:layers]]
+                               + [b.as_subclass(torch.Tensor) for b in pool.v_buffer[:layers]])
+            got = target.device.copy_to_host(bufs[:, idx])
+            want = _expected_of(dev_exp, "device", layers, width)
+            if want.shape[1] != idx.shape[0] or not torch.equal(got.reshape(want.shape), want):
+                return False
     if host_idx:
         with torch._C.DisableTorchFunction():
             idx = torch.cat(host_idx).as_subclass(torch.Tensor)
         got = read_host_kv(target, idx)
-        want = expected_kv_of_base(torch.cat(host_base), cfg.layer_count, 1, width)
-        for g, w in zip(got, want):
+        want = _expected_of(host_exp, "host", layers, width)
+        if want.shape[1] != idx.shape[0]:
+            return False
+        for g, w in zip(got, (want[:layers], want[layers:])):
             if not torch.equal(g.reshape(w.shape), w):
                 return False
     return True
+
+
+# node key -> [prefix hashes, hash_base, {(layers, width): expected K and V}]: what a node's
+# bytes must be is a pure function of its key (ns, seed hash, depth, tokens); most nodes outlive
+# many checks. The expected bytes are counted and all forgotten past a budget.
+_EXPECTED_BYTES_CAP = 64 << 20
+_expected_bytes = [0]
+# side -> (the entries of the previous check, their expected bytes concatenated)
+_LAST_EXPECTED = {}
+
+
+def _node_entry(ns, seed, depth, tokens):
+    key = (ns, seed, depth, tuple(tokens))
+    got = _HASH_MEMO.get(key)
+    if got is None:
+        padded = [0] * depth + list(tokens)
+        hashes = prefix_hashes(ns, padded, depth, seed) if depth else prefix_hashes(ns, padded)
+        if len(_HASH_MEMO) >= _HASH_MEMO_CAP:
+            _HASH_MEMO.clear()
+            _expected_bytes[0] = 0
+        got = _HASH_MEMO[key] = (hashes, hash_base(hashes), {})
+    return got
+
+
+def _node_expected(entry, layers, width):
+    """[2 layers, positions, width] float32: the node's expected K (layers 0..) then V."""
+    got = entry[2].get((layers, width))
+    if got is None:
+        k, v = expected_kv_of_base(entry[1], layers, 1, width)
+        got = torch.cat([k, v]).reshape(2 * layers, len(entry[1]), width)
+        if _expected_bytes[0] > _EXPECTED_BYTES_CAP:
+            for e in _HASH_MEMO.values():
+                e[2].clear()
+            _LAST_EXPECTED.clear()
+            _expected_bytes[0] = 0
+        _expected_bytes[0] += got.numel() * got.element_size()
+        entry[2][(layers, width)] = got
+    return got
+
+
+def _expected_of(entries, side, layers, width):
+    """The expected bytes of these nodes' positions, concatenated in order."""
+    last = _LAST_EXPECTED.get(side)
+    if last is not None and last[1] == (layers, width) and len(last[0]) == len(entries) \
+            and all(a is b for a, b in zip(last[0], entries)):
+        return last[2]
+    with torch._C.DisableTorchFunction():
+        want = torch.cat([_node_expected(e, layers, width) for e in entries], dim=1)
+    _LAST_EXPECTED[side] = (entries, (layers, width), want)
+    return want
 
 
 def _content_full_by_node(target):

@@ -70,13 +70,32 @@ def hash_base(hashes):
 
 
 def expected_kv_of_base(base, layer_num, head_num, head_dim, dtype=torch.float32):
-    """expected_kv from hash_base(hashes): the checks batch many nodes' positions in one call."""
+    """expected_kv from hash_base(hashes): the checks batch many nodes' positions in one call.
+
+    K = (31 b + 7919 layer + 104729 elem) mod 2^20, V = (17 b + 6007 layer + 130363 elem + 524287)
+    mod 2^20. Computed as ((b mod 2^20) * c mod 2^20 + offset[layer, elem]) mod 2^20, which is the
+    same number, in int32 (every term stays below 2^26) with the offsets made once per shape."""
     n = len(base)
     width = head_num * head_dim
-    layer = torch.arange(layer_num, dtype=torch.int64).view(-1, 1, 1)
-    elem = torch.arange(width, dtype=torch.int64).view(1, 1, -1)
-    b = base.view(1, n, 1)
-    k = (b * 31 + layer * 7919 + elem * 104729) % (1 << 20)
-    v = (b * 17 + layer * 6007 + elem * 130363 + 524287) % (1 << 20)
+    off_k, off_v = _offsets(layer_num, width)
+    b = (torch.as_tensor(base, dtype=torch.int64) & _M20).to(torch.int32).view(1, n, 1)
+    k = ((b * 31) & _M20) + off_k
+    v = ((b * 17) & _M20) + off_v
     shape = (layer_num, n, head_num, head_dim)
-    return k.to(dtype).view(shape), v.to(dtype).view(shape)
+    return (k & _M20).to(dtype).view(shape), (v & _M20).to(dtype).view(shape)
+
+
+_M20 = (1 << 20) - 1
+_OFFSETS = {}
+
+
+def _offsets(layer_num, width):
+    """The [layer, 1, elem] int32 terms of K and V that do not depend on the position, mod 2^20."""
+    got = _OFFSETS.get((layer_num, width))
+    if got is None:
+        layer = torch.arange(layer_num, dtype=torch.int64).view(-1, 1, 1)
+        elem = torch.arange(width, dtype=torch.int64).view(1, 1, -1)
+        got = _OFFSETS[(layer_num, width)] = (
+            ((layer * 7919 + elem * 104729) % (1 << 20)).to(torch.int32),
+            ((layer * 6007 + elem * 130363 + 524287) % (1 << 20)).to(torch.int32))
+    return got
