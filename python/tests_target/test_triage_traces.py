@@ -96,3 +96,10 @@ def test_write_back_eviction_leaves_a_stale_host_leaf(tag, fails):
         assert r.returncode == 1 and "parent does not have child key" in out and "(evict_host)" in out, out
     else:
         assert r.returncode == 0, out
+
+
+def test_read_after_admission_waits_on_the_mamba_layers():
+    # A request admitted with a Mamba-only load-back and retracted before its own compute: the
+    # forward's read must have waited on the Mamba layers, or the load outlives the retract.
+    r, out = _replay("himamba_read_waits_mamba_layers.trace.jsonl", FIX001)
+    assert r.returncode == 0, out
