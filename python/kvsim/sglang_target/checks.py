@@ -8,7 +8,7 @@ import dataclasses
 
 import torch
 
-from kvsim.fakecuda.tensor import is_device
+from kvsim.fakecuda.tensor import DeviceTensor, is_device
 from kvsim.sglang_target.content import expected_kv, expected_kv_of_base, hash_base, prefix_hashes
 
 
@@ -51,13 +51,19 @@ def _pages(t, ps):
 
 def check_residency(target, nodes):
     dev = target.device
+    hier = target.controller is not None
     for node in nodes:
-        if node.value is not None:
-            msg = dev.check_residency(node.value, "device", f"node {node.id} value")
+        # (a tensor is on the device iff is_device: only what is not where it should be, or is
+        # not a tensor, goes to the device's check, which makes the message)
+        value = node.value
+        if value is not None and type(value) is not DeviceTensor:
+            msg = dev.check_residency(value, "device", f"node {node.id} value")
             if msg:
                 return Violation("residency", msg)
-        if target.controller is not None and node.host_value is not None:
-            msg = dev.check_residency(node.host_value, "host", f"node {node.id} host_value")
+        host_value = node.host_value
+        if hier and host_value is not None and (type(host_value) is DeviceTensor
+                                                or not isinstance(host_value, torch.Tensor)):
+            msg = dev.check_residency(host_value, "host", f"node {node.id} host_value")
             if msg:
                 return Violation("residency", msg)
     cc = target.controller
@@ -125,7 +131,10 @@ def check_slots(target, nodes, requests):
 
 def _slots_ok_batched(target, nodes, requests):
     """True when the owners' pages (each owner's pages counted once, as _pages does; the free
-    lists' entries each once) hold no page twice and cover 1..num_pages."""
+    lists' entries each once) hold no page twice and cover 1..num_pages.
+
+    One sort of (page, owner) keys, each free-list entry an owner of its own: equal keys are one
+    owner's slots of one page (counted once); two different keys of one page are two owners."""
     ps = target.cfg.page_size
     rtp = target.req_to_token_pool
     alloc = target.allocator
@@ -137,23 +146,30 @@ def _slots_ok_batched(target, nodes, requests):
         owned += [rows[req.req_pool_idx, req.cache_protected_len: req.kv_allocated_len]
                   for req in requests if req.req_pool_idx is not None]
         owned += [held for held in target.held_device if held is not None]
-        parts = []
+        # (free lists hold page ids when ps > 1, slot ids (= pages) when ps == 1)
+        frees = [t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64) for t in free]
+        k = len(owned)
+        n_free = sum(int(f.shape[0]) for f in frees)
+        m = k + n_free  # owner ids: 0..k-1 the owners above, k.. one per free-list entry
+        pages, owner = [], []
         if owned:
             lengths = torch.tensor([o.numel() for o in owned], dtype=torch.int64)
-            owner = torch.repeat_interleave(torch.arange(len(owned), dtype=torch.int64), lengths)
-            # (1-D index tensors: a cat of anything else raises, and the walk below reports)
-            pages = torch.div(torch.cat(owned).to(torch.int64), ps, rounding_mode="floor")
-            # one entry per (owner, page): an owner holding several slots of a page owns it once
-            pairs = torch.unique(pages * len(owned) + owner)
-            parts.append(torch.div(pairs, len(owned), rounding_mode="floor"))
-        for t in free:
-            f = t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64)
-            parts.append(f if ps > 1 else torch.div(f, ps, rounding_mode="floor"))
-        allp = torch.cat(parts) if parts else torch.empty((0,), dtype=torch.int64)
-        if torch.unique(allp).shape[0] != allp.shape[0]:
-            return False
+            # (1-D index tensors: a cat of anything else raises, and the walk reports)
+            pages.append(torch.div(torch.cat(owned).to(torch.int64), ps, rounding_mode="floor"))
+            owner.append(torch.repeat_interleave(torch.arange(k, dtype=torch.int64), lengths))
+        if n_free:
+            pages += frees
+            owner.append(torch.arange(k, m, dtype=torch.int64))
+        if not pages:
+            return target.cfg.device_tokens // ps == 0
+        keys = torch.sort(torch.cat(pages) * m + torch.cat(owner)).values
+        page = torch.div(keys, m, rounding_mode="floor")
+        first = torch.ones(keys.shape, dtype=torch.bool)  # the first of each run of equal keys
+        first[1:] = keys[1:] != keys[:-1]
+        if bool((first[1:] & (page[1:] == page[:-1])).any()):
+            return False  # one page, two owners
         num_pages = target.cfg.device_tokens // ps
-        return int(((allp >= 1) & (allp <= num_pages)).sum()) == num_pages
+        return int((first & (page >= 1) & (page <= num_pages)).sum()) == num_pages
 
 
 def _check_slots_by_owner(target, nodes, requests):
@@ -295,12 +311,16 @@ def _content_full_batched(target):
     layers, width = cfg.layer_count, cfg.head_dim
     dev_idx, dev_exp, host_idx, host_exp = [], [], [], []
     stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
+    memo_get = _HASH_MEMO.get
     with torch._C.DisableTorchFunction():
         while stack:
             node, seed, depth = stack.pop()
-            n = len(node.key)
-            tokens = node.key.token_ids[:n]
-            entry = _node_entry(ns_of_extra_key(node.key.extra_key), seed, depth, tokens)
+            key = node.key
+            n = len(key)
+            extra = key.extra_key
+            tokens = tuple(key.token_ids[:n])
+            ns = 0 if extra is None else ns_of_extra_key(extra)
+            entry = memo_get((ns, seed, depth, tokens)) or _node_entry(ns, seed, depth, tokens)
             value, host_value = node.value, node.host_value
             if check_device and value is not None and value.shape[0]:
                 dev_idx.append(value)
@@ -308,24 +328,24 @@ def _content_full_batched(target):
             if check_host and host_value is not None and host_value.shape[0]:
                 host_idx.append(host_value)
                 host_exp.append(entry)
-            hashes = entry[0]
-            last = hashes[-1] if hashes else seed
-            for c in reversed(list(node.children.values())):
-                stack.append((c, last, depth + n))
+            if node.children:
+                hashes = entry[0]
+                last = hashes[-1] if hashes else seed
+                stack.extend([(c, last, depth + n) for c in reversed(list(node.children.values()))])
         if dev_idx:
             idx = torch.cat(dev_idx).as_subclass(torch.Tensor).to(torch.int64)
             pool = target.kv_pool
             # [2 layers, rows, ...] of K then V, gathered at once: [2 layers, positions, ...]
             bufs = torch.stack([b.as_subclass(torch.Tensor) for b in pool.k_buffer[:layers]]
                                + [b.as_subclass(torch.Tensor) for b in pool.v_buffer[:layers]])
-            got = target.device.copy_to_host(bufs[:, idx])
+            got = target.device.copy_to_host(bufs.index_select(1, idx))
             want = _expected_of(dev_exp, "device", layers, width)
             if want.shape[1] != idx.shape[0] or not torch.equal(got.reshape(want.shape), want):
                 return False
     if host_idx:
         with torch._C.DisableTorchFunction():
             idx = torch.cat(host_idx).as_subclass(torch.Tensor)
-        got = read_host_kv(target, idx)
+        got = _read_host_kv_plain(target, idx)
         want = _expected_of(host_exp, "host", layers, width)
         if want.shape[1] != idx.shape[0]:
             return False
@@ -333,6 +353,22 @@ def _content_full_batched(target):
             if not torch.equal(g.reshape(w.shape), w):
                 return False
     return True
+
+
+def _read_host_kv_plain(target, idx):
+    """read_host_kv's values, by index_select on the two plain layouts (an index it would wrap
+    raises here, and the node-by-node walk then reads as read_host_kv does)."""
+    hp = target.host_pool
+    if hp.layout not in ("layer_first", "page_first") or type(hp.k_buffer) is not torch.Tensor \
+            or type(hp.v_buffer) is not torch.Tensor:
+        return read_host_kv(target, idx)
+    idx = idx.to(torch.int64)
+    dim = 1 if hp.layout == "layer_first" else 0
+    out = []
+    for buf in (hp.k_buffer, hp.v_buffer):
+        x = buf.index_select(dim, idx)
+        out.append(x if dim == 1 else x.transpose(0, 1))
+    return out
 
 
 # node key -> [prefix hashes, hash_base, {(layers, width): expected K and V}]: what a node's
