@@ -35,6 +35,7 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
   Clean at seed 001's fix."""
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -46,13 +47,14 @@ EFA = "sglang-efa71ce5ab"
 _TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triage_traces")
 
 
-def _replay(trace, tag):
+def _replay(trace, tag, src=None):
+    """Replays `trace` at the bundle's `tag`, or at the SGLang tree `src` when given."""
     exe = os.path.join(os.environ.get("KVSIM_BUILD_DIR", ""), "tools", "kvsim")
     if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
         pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
     sglang_checkout(tag)
     env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
-    r = subprocess.run([exe, "replay", os.path.join(_TRACES, trace), "--sglang-src", f"bundle:{tag}",
+    r = subprocess.run([exe, "replay", os.path.join(_TRACES, trace), "--sglang-src", src or f"bundle:{tag}",
                         "--expect-clean"], capture_output=True, text=True, env=env, timeout=300)
     return r, r.stdout + r.stderr
 
@@ -103,3 +105,13 @@ def test_read_after_admission_waits_on_the_mamba_layers():
     # forward's read must have waited on the Mamba layers, or the load outlives the retract.
     r, out = _replay("himamba_read_waits_mamba_layers.trace.jsonl", FIX001)
     assert r.returncode == 0, out
+
+
+def test_a_plain_source_tree_replays_as_its_tag(tmp_path):
+    # How a trace is replayed at an upstream commit outside the bundle (530b497a48 above): its
+    # sliced files in a folder with no git and no commit stamp. The driver knows no commit there;
+    # kvsim once aborted on the hello's null commit.
+    src = sglang_checkout(FIX001)
+    shutil.copytree(src.python_dir, tmp_path / "python", symlinks=True)
+    r, out = _replay("hiradix_write_back_host_leaf.trace.jsonl", FIX001, src=str(tmp_path))
+    assert r.returncode == 1 and "parent does not have child key" in out, out

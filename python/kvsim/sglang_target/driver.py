@@ -262,7 +262,8 @@ class Driver(StorageCalls, RetractCalls):
         s = self.mods.source
         opts = cfg.storage_options()
         from kvsim.sglang_target.hybrid_capabilities import capabilities  # noqa: PLC0415
-        return {"sglang": {"root": s.root, "commit": s.commit, "tag": s.tag, "era": self.mods.era.name,
+        # commit "" when unknown (a plain source tree: no git, no stamp): kvsim reads a string.
+        return {"sglang": {"root": s.root, "commit": s.commit or "", "tag": s.tag, "era": self.mods.era.name,
                            "kv_pool": self.target.kv_pool_kind, "capabilities": capabilities(self.mods)},
                 "streams": self.target.streams, "stream_count": len(self.device.streams),
                 "storage": opts is not None, "storage_backend": None if opts is None else opts["backend"]}
@@ -797,7 +798,7 @@ def serve_forks(args, out):
                 pass
         _freeze_loaded()
         from kvsim.sglang_target.hybrid_capabilities import capabilities  # noqa: PLC0415
-        out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit,
+        out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit or "",
                                                      "capabilities": capabilities(mods)}}) + "\n")
     except Exception as exc:  # noqa: BLE001 - reported to the simulator, which stops
         out.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
