@@ -56,14 +56,15 @@ def make_module(dev):
 
     @contextlib.contextmanager
     def stream(s):
-        """torch.cuda.stream(s): makes ``s`` current inside the block (None: no change)."""
+        """torch.cuda.stream(s): makes ``s`` current inside the block (None: no change). Like
+        torch's StreamContext, ``with torch.cuda.stream(s) as x`` gives x = None."""
         if s is None:
             yield None
             return
         previous = dev.current_stream
         dev.set_current_stream(s)
         try:
-            yield s
+            yield None
         finally:
             dev.set_current_stream(previous)
 

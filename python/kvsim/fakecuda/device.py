@@ -7,7 +7,7 @@ import torch
 
 from . import _state
 from .clock import LogicalClock
-from .memory import Allocator, raw_alias
+from .memory import Allocator, poison, raw_alias
 from .streams import FakeEvent, FakeStream, Op
 from .tensor import DeviceTensor, is_device, plain, to_device_tensor
 from .violation import Violation
@@ -238,8 +238,22 @@ class FakeDevice:
         return out
 
     def copy_to_host(self, src, dtype=None, non_blocking=False):
-        """A device->host copy: a synchronous copy waits for the current stream first."""
+        """A device->host copy: a synchronous copy waits for the current stream first. A
+        non_blocking one returns pinned memory, as torch 2.x does (recorded on a GPU,
+        tools/cuda_truth); on a side stream the copy is queued there and the result holds poison
+        until the stream runs it (on a GPU: whatever was there), so reading it before a sync shows."""
         stream = self.current_stream
+        if non_blocking:
+            with _DisableTF():
+                out = _TB.new_empty(plain(src), src.shape, dtype=dtype or src.dtype)
+            self.adopt_pinned(out)
+            if stream.is_default:
+                with _DisableTF():
+                    _TB.copy_(out, plain(src))
+            else:
+                poison(out)
+                self.copy_(out, src, non_blocking=True)
+            return out
         if not stream.is_default:
             self._advance_to(stream, stream.submitted)
         with _DisableTF():

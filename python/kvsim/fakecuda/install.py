@@ -10,7 +10,8 @@ import types
 
 import torch
 
-from .tensor import DeviceTensor, _h_new_tensor, _h_to, _likes, parse_device, parse_to_args, plain
+from .tensor import (DeviceTensor, _h_new_tensor, _h_to, _likes, host_getitem, host_setitem, parse_device,
+                     parse_to_args, plain)
 
 _TB = torch._C._TensorBase
 _DisableTF = torch._C.DisableTorchFunction
@@ -73,19 +74,21 @@ class Installer:
                 return self
             return dev.copy_to_device(self, non_blocking=non_blocking)
 
-        def pin_memory(self, device=None):
-            if type(self) is DeviceTensor:
-                raise RuntimeError("cannot pin 'torch.cuda.Tensor' only dense CPU tensors can be pinned")
-            with _DisableTF():
-                out = _TB.clone(self)
-            return dev.adopt_pinned(out)
-
         def is_pinned(self, device=None):
             if type(self) is DeviceTensor:
                 return False
             base = _TB._base.__get__(self)
             root = self if base is None else base
             return bool(root.__dict__.get("_fc_pinned", False))
+
+        def pin_memory(self, device=None):
+            if type(self) is DeviceTensor:
+                raise RuntimeError("cannot pin 'torch.cuda.Tensor' only dense CPU tensors can be pinned")
+            if is_pinned(self):
+                return self  # torch returns a pinned tensor itself (same memory)
+            with _DisableTF():
+                out = _TB.clone(self)
+            return dev.adopt_pinned(out)
 
         def record_stream(self, stream):
             if type(self) is not DeviceTensor:
@@ -98,7 +101,8 @@ class Installer:
 
         for name, fn in (("to", to), ("cuda", cuda), ("pin_memory", pin_memory),
                          ("is_pinned", is_pinned), ("data_ptr", data_ptr),
-                         ("record_stream", record_stream)):
+                         ("record_stream", record_stream), ("__getitem__", host_getitem),
+                         ("__setitem__", host_setitem)):
             self._set(torch.Tensor, name, fn)
         for name in ("new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"):
             self._set(torch.Tensor, name, _host_new(getattr(_TB, name), _likes))

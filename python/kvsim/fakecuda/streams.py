@@ -77,9 +77,10 @@ class FakeStream:
         event.record(self)
         return event
 
-    def __enter__(self):
+    def __enter__(self):  # `with stream as s`: s is the stream (torch.cuda.stream(...) gives None)
         self._ctx = self._dev.module.stream(self)
-        return self._ctx.__enter__()
+        self._ctx.__enter__()
+        return self
 
     def __exit__(self, *exc):
         return self._ctx.__exit__(*exc)
@@ -132,10 +133,11 @@ class FakeEvent:
         stream.wait_event(self)
 
     def elapsed_time(self, end_event):
+        # ValueError as torch 2.x raises (recorded on a GPU, tools/cuda_truth); torch 1.13 raised RuntimeError
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if self.stream is None or end_event.stream is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         if not (self.query() and end_event.query()):
             raise RuntimeError("CUDA error: device not ready")
         return (end_event.recorded_at - self.recorded_at) * 1000.0

@@ -65,7 +65,7 @@ def _mix_error(first_is_device, func):
     )
 
 
-def _scan(x, seen):
+def _scan(x, seen, scalar_ok=True):
     """Records in ``seen`` the first device kind met: 1 device, 2 host (non-scalar)."""
     if isinstance(x, _PlainTensor):
         if type(x) is DeviceTensor:
@@ -73,14 +73,15 @@ def _scan(x, seen):
                 seen.append(1)
             elif seen[0] == 2:
                 seen.append(1)
-        elif x.dim() != 0:  # 0-dim CPU tensors are allowed as scalars in CUDA ops
+        elif x.dim() != 0 or not scalar_ok:  # 0-dim CPU tensors pass as scalars in CUDA ops
             if not seen:
                 seen.append(2)
             elif seen[0] == 1:
                 seen.append(2)
     elif isinstance(x, (list, tuple)):
+        # a tensor list (torch.cat / torch.stack): CUDA takes no CPU scalar there
         for y in x:
-            _scan(y, seen)
+            _scan(y, seen, scalar_ok=False)
 
 
 def _check_same_device(func, args, kwargs):
@@ -241,28 +242,93 @@ def _widen_indices(index):
     return index
 
 
+def _is_advanced(index):
+    """Whether ``t[index]`` is advanced indexing (index_put_ / index), not a view plus copy_."""
+    if isinstance(index, (_PlainTensor, list)):
+        return True
+    if isinstance(index, tuple):
+        return any(isinstance(i, (_PlainTensor, list)) for i in index)
+    return False
+
+
+def _device_scalars_to_ints(index):
+    """0-dim integer device tensors in a host tensor's index read as Python ints (a sync), as
+    torch does: ``host[device_scalar]`` selects; other device indices stay as they are."""
+    def one(i):
+        if type(i) is DeviceTensor and i.dim() == 0 and i.dtype not in (torch.bool, torch.uint8) \
+                and not i.dtype.is_floating_point and not i.dtype.is_complex:
+            with _DisableTF():
+                return int(_TB.item(i))
+        return i
+    if isinstance(index, tuple):
+        return tuple(one(i) for i in index)
+    return one(index)
+
+
+def _indices_to_host(index):
+    dev = _state.active_device()
+    if type(index) is DeviceTensor:
+        return dev.copy_to_host(index)
+    if isinstance(index, (tuple, list)):
+        return type(index)(_indices_to_host(i) for i in index)
+    return index
+
+
+def _has_int32_index(index):
+    if isinstance(index, _PlainTensor):
+        return index.dtype == torch.int32
+    if isinstance(index, (tuple, list)):
+        return any(isinstance(i, _PlainTensor) and i.dtype == torch.int32 for i in index)
+    return False
+
+
+def host_getitem(self, index):
+    """torch.Tensor.__getitem__ under install: int32 index tensors into host tensors as torch 2.x
+    takes them (see _widen_indices); device tensors go on to __torch_function__."""
+    if type(self) is not DeviceTensor and _has_int32_index(index):
+        index = _widen_indices(index)
+    return _TB.__getitem__(self, index)
+
+
+def host_setitem(self, index, value):
+    if type(self) is not DeviceTensor and _has_int32_index(index):
+        index = _widen_indices(index)
+    return _TB.__setitem__(self, index, value)
+
+
 def _h_getitem(func, args, kwargs):
     self, index = args[0], args[1]
     if type(self) is not DeviceTensor:
+        index = _device_scalars_to_ints(index)
         if _has_device_tensor(index):
             raise _indices_error()
     args = (self, _widen_indices(index)) + tuple(args[2:])
     with _DisableTF():
         ret = func(*args, **kwargs)
-    return wrap_result(ret)
+    return wrap_result(ret) if type(self) is DeviceTensor else ret
 
 
 def _h_setitem(func, args, kwargs):
+    """``self[index] = value``, recorded from torch 2.11 on a GPU (tools/cuda_truth): advanced
+    indexing (index_put_) takes indices on either device but only a 0-dim value from the other
+    device; basic indexing copies the value across (copy_)."""
     self, index = args[0], args[1]
     value = args[2] if len(args) > 2 else kwargs.get("value")
     if type(self) is not DeviceTensor:
-        if _has_device_tensor(index):
-            raise _indices_error()
-        if type(value) is DeviceTensor and value.dim() != 0:
-            raise _mix_error(False, func)
-    args = (self, _widen_indices(index)) + tuple(args[2:])
+        index = _device_scalars_to_ints(index)
+        advanced = _is_advanced(index)
+        if advanced and _has_device_tensor(index):
+            index = _indices_to_host(index)  # index_put_ on a host tensor moves device indices
+        if type(value) is DeviceTensor:
+            if advanced and value.dim() != 0:
+                raise _mix_error(False, func)
+            value = _state.active_device().copy_to_host(value)
+    elif isinstance(value, _PlainTensor) and type(value) is not DeviceTensor and value.dim() != 0 \
+            and _is_advanced(index):
+        raise _mix_error(True, func)
+    args = (self, _widen_indices(index), value)
     with _DisableTF():
-        return func(*args, **kwargs)
+        return func(*args)
 
 
 def _h_index_put(func, args, kwargs):
@@ -284,6 +350,14 @@ def _h_index_put(func, args, kwargs):
 def _h_numpy(func, args, kwargs):
     raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
                     "tensor to host memory first.")
+
+
+def _h_item(func, args, kwargs):
+    self = args[0]
+    if self.numel() != 1:  # torch 2.x's error (torch 1.13 raised ValueError)
+        raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+    with _DisableTF():
+        return func(*args, **kwargs)
 
 
 def _h_record_stream(func, args, kwargs):
@@ -346,8 +420,10 @@ _SPECIAL = {
     torch.Tensor.copy_: _h_copy,
     _TB.__getitem__: _h_getitem,
     torch.Tensor.__getitem__: _h_getitem,
+    host_getitem: _h_getitem,  # what __torch_function__ receives while install has set them
     _TB.__setitem__: _h_setitem,
     torch.Tensor.__setitem__: _h_setitem,
+    host_setitem: _h_setitem,
     _TB.index_put_: _h_index_put,
     _TB.index_put: _h_index_put,
     torch.index_put: _h_index_put,
@@ -355,6 +431,8 @@ _SPECIAL = {
     _TB.numpy: _h_numpy,
     torch.Tensor.numpy: _h_numpy,
     torch.Tensor.__array__: _h_numpy,
+    _TB.item: _h_item,
+    torch.Tensor.item: _h_item,
     _TB.record_stream: _h_record_stream,
     torch.Tensor.record_stream: _h_record_stream,
     _TB.is_pinned: _h_is_pinned,
