@@ -128,3 +128,42 @@ def test_fake_agrees_with_real_cuda(truth_file, fake_run):
     assert not unexpected, "the fake disagrees with real CUDA:\n  " + "\n  ".join(unexpected)
     agreeing_known = sorted(set(KNOWN_DIFFERENCES) & set(real) - still_differ)
     assert not agreeing_known, f"KNOWN_DIFFERENCES entries that now agree (remove them): {agreeing_known}"
+
+
+# ---- rules the recording implies that the table cannot show (timing on a GPU) ----------------------
+
+@pytest.fixture
+def dev():
+    d = load_fakecuda().FakeDevice(seed=0)
+    with d.install():
+        yield d
+
+
+def test_non_blocking_copy_to_host_on_a_side_stream_is_pinned_and_pending_until_the_stream_runs(dev):
+    import torch
+    d = torch.arange(3, device="cuda") + 5
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = d.to("cpu", non_blocking=True)
+    assert out.is_pinned() and out.device.type == "cpu" and dev.pending(s) == 1
+    assert out.tolist() != [5, 6, 7]  # poison: read before a sync, as a GPU would give stale bytes
+    s.synchronize()
+    assert out.tolist() == [5, 6, 7]
+    eager = d.to("cpu", non_blocking=True)  # the default stream runs at once in the fake
+    assert eager.is_pinned() and eager.tolist() == [5, 6, 7]
+    assert not d.to("cpu").is_pinned()
+
+
+def test_host_slice_assigned_from_a_device_tensor_waits_for_the_current_stream(dev):
+    import torch
+    pinned = torch.zeros(3, dtype=torch.int64, pin_memory=True).add_(4)
+    d = torch.zeros(3, dtype=torch.int64, device="cuda")
+    host = torch.zeros(5, dtype=torch.int64)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        d.copy_(pinned, non_blocking=True)
+        assert dev.pending(s) == 1
+        host[1:4] = d  # a blocking device->host copy: the queued copy runs first
+    assert host.tolist() == [0, 4, 4, 4, 0] and dev.pending(s) == 0
+    with pytest.raises(RuntimeError, match="same device"):
+        host[torch.tensor([0, 1])] = d[:2]  # advanced indexing takes no device values (recorded)

@@ -404,6 +404,21 @@ def _():
     return out
 
 
+@case("to.cuda_to_cpu_non_blocking_on_side_stream")
+def _():
+    s = torch.cuda.Stream()
+    d = cu([1, 2])
+    with torch.cuda.stream(s):
+        out = d.to("cpu", non_blocking=True)
+    s.synchronize()
+    return out
+
+
+@case("index_select.cuda_cpu_0dim_idx")
+def _():
+    return cu([10, 11, 12]).index_select(0, ho(1))
+
+
 @case("to.cpu_cuda_method")
 def _():
     return [ho([1, 2]).cuda(), ho([1]).cuda(0).device.type]
@@ -866,6 +881,37 @@ def _():
     t = torch.zeros(3, device="cuda")
     t[ho([True, False, True])] = 1.0
     return t
+
+
+@case("setitem.cpu_by_cpu_int32_idx")
+def _():
+    t = torch.zeros(4, dtype=torch.int64)
+    t[ho([1, 3], torch.int32)] = ho([5, 6])
+    return t
+
+
+@case("setitem.cpu_by_cuda_idx_cuda_vals")
+def _():
+    t = torch.zeros(4, dtype=torch.int64)
+    t[cu([1, 3])] = cu([5, 6])
+    return t
+
+
+@case("setitem.cuda_by_cpu_mask_cpu_vals")
+def _():
+    t = torch.zeros(3, dtype=torch.int64, device="cuda")
+    t[ho([True, False, True])] = ho([5, 6])
+    return t
+
+
+@case("getitem.cpu_2d_by_cuda_0dim_and_int")
+def _():
+    return torch.arange(6).view(3, 2)[cu(2), 1]
+
+
+@case("index_put.cpu_cuda_idx_cpu_vals")
+def _():
+    return torch.zeros(4, dtype=torch.int64).index_put_((cu([1, 3]),), ho([5, 6]))
 
 
 @case("index_put.cuda_cpu_idx_cuda_vals")

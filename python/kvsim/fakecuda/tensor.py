@@ -335,16 +335,17 @@ def _h_index_put(func, args, kwargs):
     self, indices = args[0], args[1]
     values = args[2] if len(args) > 2 else kwargs.get("values")
     if type(self) is not DeviceTensor:
-        if _has_device_tensor(indices):
-            raise _indices_error()
         if type(values) is DeviceTensor:
             raise _mix_error(False, func)
+        if _has_device_tensor(indices):
+            # what host[dev_idx] = values does on a GPU (recorded): index_put_ moves the indices
+            indices = _indices_to_host(indices)
     elif isinstance(values, _PlainTensor) and type(values) is not DeviceTensor and values.dim() != 0:
         raise _mix_error(True, func)
     args = (self, _widen_indices(indices)) + tuple(args[2:])
     with _DisableTF():
         ret = func(*args, **kwargs)
-    return wrap_result(ret)
+    return wrap_result(ret) if type(self) is DeviceTensor else ret
 
 
 def _h_numpy(func, args, kwargs):
