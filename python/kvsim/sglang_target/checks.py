@@ -5,6 +5,7 @@ The tree walk is O(nodes); the content walk reads every cached node's device and
 is the expensive one (the driver runs it every `content_every` calls and at quiescence)."""
 
 import dataclasses
+import operator
 
 import torch
 
@@ -29,15 +30,24 @@ def extra_key_of_ns(ns):
     return None if int(ns) == 0 else f"kvsim-ns{int(ns)}"
 
 
+_TB_TO = torch._C._TensorBase.to
+
+
+def _as_int64(t):
+    """t.to(torch.int64) for a plain host tensor, without the fake device's patched Tensor.to
+    (which, for a plain host tensor and a dtype, calls this same method)."""
+    return _TB_TO(t, torch.int64)
+
+
 def walk(root):
     """Nodes below the root, parents before children, children in insertion order."""
     out = []
-    stack = [root]
+    stack = list(reversed(list(root.children.values())))
     while stack:
         node = stack.pop()
-        if node is not root:
-            out.append(node)
-        stack.extend(reversed(list(node.children.values())))
+        out.append(node)
+        if node.children:
+            stack.extend(reversed(list(node.children.values())))
     return out
 
 
@@ -83,7 +93,7 @@ def check_locks(target, nodes):
     for node in nodes:
         if node.lock_ref < 0:
             return Violation("tree.lock", f"node {node.id} lock_ref {node.lock_ref} < 0")
-        child_sum = sum(c.lock_ref for c in node.children.values())
+        child_sum = sum(c.lock_ref for c in node.children.values()) if node.children else 0
         if node.lock_ref < child_sum:
             return Violation("tree.lock", f"node {node.id} lock_ref {node.lock_ref} < its children's "
                                           f"{child_sum} (a locked node's ancestors must hold the lock)")
@@ -147,7 +157,7 @@ def _slots_ok_batched(target, nodes, requests):
                   for req in requests if req.req_pool_idx is not None]
         owned += [held for held in target.held_device if held is not None]
         # (free lists hold page ids when ps > 1, slot ids (= pages) when ps == 1)
-        frees = [t.as_subclass(torch.Tensor).reshape(-1).to(torch.int64) for t in free]
+        frees = [_as_int64(t.as_subclass(torch.Tensor).reshape(-1)) for t in free]
         k = len(owned)
         n_free = sum(int(f.shape[0]) for f in frees)
         m = k + n_free  # owner ids: 0..k-1 the owners above, k.. one per free-list entry
@@ -155,7 +165,7 @@ def _slots_ok_batched(target, nodes, requests):
         if owned:
             lengths = torch.tensor([o.numel() for o in owned], dtype=torch.int64)
             # (1-D index tensors: a cat of anything else raises, and the walk reports)
-            pages.append(torch.div(torch.cat(owned).to(torch.int64), ps, rounding_mode="floor"))
+            pages.append(torch.div(_as_int64(torch.cat(owned)), ps, rounding_mode="floor"))
             owner.append(torch.repeat_interleave(torch.arange(k, dtype=torch.int64), lengths))
         if n_free:
             pages += frees
@@ -333,7 +343,7 @@ def _content_full_batched(target):
                 last = hashes[-1] if hashes else seed
                 stack.extend([(c, last, depth + n) for c in reversed(list(node.children.values()))])
         if dev_idx:
-            idx = torch.cat(dev_idx).as_subclass(torch.Tensor).to(torch.int64)
+            idx = _as_int64(torch.cat(dev_idx).as_subclass(torch.Tensor))
             pool = target.kv_pool
             # [2 layers, rows, ...] of K then V, gathered at once: [2 layers, positions, ...]
             bufs = torch.stack([b.as_subclass(torch.Tensor) for b in pool.k_buffer[:layers]]
@@ -362,7 +372,7 @@ def _read_host_kv_plain(target, idx):
     if hp.layout not in ("layer_first", "page_first") or type(hp.k_buffer) is not torch.Tensor \
             or type(hp.v_buffer) is not torch.Tensor:
         return read_host_kv(target, idx)
-    idx = idx.to(torch.int64)
+    idx = _as_int64(idx)
     dim = 1 if hp.layout == "layer_first" else 0
     out = []
     for buf in (hp.k_buffer, hp.v_buffer):
@@ -413,7 +423,7 @@ def _expected_of(entries, side, layers, width):
     """The expected bytes of these nodes' positions, concatenated in order."""
     last = _LAST_EXPECTED.get(side)
     if last is not None and last[1] == (layers, width) and len(last[0]) == len(entries) \
-            and all(a is b for a, b in zip(last[0], entries)):
+            and all(map(operator.is_, last[0], entries)):
         return last[2]
     with torch._C.DisableTorchFunction():
         want = torch.cat([_node_expected(e, layers, width) for e in entries], dim=1)
