@@ -30,7 +30,8 @@ KNOWN_DIFFERENCES = {
     "mix.cat_empty_list": "torch 1.13 raises RuntimeError where torch 2.11 raises ValueError",
     # deliberate: a fake stream *is* its queue, so torch.cuda.current_stream() returns the same
     # object each call; real torch returns a fresh wrapper equal (==) to the last. The fake is laxer
-    # only for code that compares streams with `is` (SGLang's cache code compares with ==/None).
+    # only for code that compares streams with `is` (none in SGLang's mem_cache/ and cache_controller.py
+    # at 6ed5780c4f).
     "stream.current_stream_identity": "fake streams are singletons; torch wraps each call anew",
 }
 
