@@ -533,15 +533,36 @@ def check_prefetch_liveness(target, allocs):
 
 
 def _page_hashes(target, tokens, prior):
-    """The era's storage keys of `tokens` (whole pages), chained from `prior`."""
-    import inspect  # noqa: PLC0415
+    """The era's storage keys of `tokens` (whole pages), chained from `prior`: SGLang's own
+    get_hash_str (SHA-256 of the tokens after the prior hash, a pure function), asked once per
+    (function, tokens, prior, page size) and remembered (_PAGE_HASH_MEMO)."""
     utils = target.mods["sglang.srt.mem_cache.utils"]
+    fn = utils.get_hash_str
     ps = target.cfg.page_size
-    if "page_size" in inspect.signature(utils.get_hash_str).parameters:
-        return list(utils.get_hash_str(list(tokens), prior, page_size=ps))
+    tokens = tuple(tokens)
+    key = (fn, tokens, prior, ps)
+    got = _PAGE_HASH_MEMO.get(key)
+    if got is None:
+        if len(_PAGE_HASH_MEMO) >= _HASH_MEMO_CAP:
+            _PAGE_HASH_MEMO.clear()
+        got = _PAGE_HASH_MEMO[key] = tuple(_page_hashes_uncached(fn, tokens, prior, ps))
+    return list(got)
+
+
+_PAGE_HASH_MEMO = {}
+_TAKES_PAGE_SIZE = {}  # get_hash_str -> whether it hashes whole pages itself (page_size=)
+
+
+def _page_hashes_uncached(fn, tokens, prior, ps):
+    takes = _TAKES_PAGE_SIZE.get(fn)
+    if takes is None:
+        import inspect  # noqa: PLC0415
+        takes = _TAKES_PAGE_SIZE[fn] = "page_size" in inspect.signature(fn).parameters
+    if takes:
+        return list(fn(list(tokens), prior, page_size=ps))
     out = []
     for i in range(0, len(tokens) - len(tokens) % ps, ps):
-        prior = utils.get_hash_str(list(tokens[i:i + ps]), prior)
+        prior = fn(list(tokens[i:i + ps]), prior)
         out.append(prior)
     return out
 
@@ -581,17 +602,21 @@ def check_storage_content(target, nodes):
         return None
     ps = target.cfg.page_size
     hp = target.host_pool
+    pages = backend.pages
     for node in nodes:
-        if node.hash_value is None or node.host_value is None:
+        hashes, host_value = node.hash_value, node.host_value
+        if hashes is None or host_value is None:
             continue
-        for i, key in enumerate(node.hash_value):
-            entry = backend.pages.get(key)
+        for i, key in enumerate(hashes):
+            entry = pages.get(key)
             if entry is None or entry[0].numel() != entry[1]:
                 continue
             with torch._C.DisableTorchFunction():
-                host = hp.get_data_page(int(node.host_value[i * ps]), flat=True) \
+                host = hp.get_data_page(int(host_value[i * ps]), flat=True) \
                     .as_subclass(torch.Tensor).reshape(-1)
-                stored = entry[0].as_subclass(torch.Tensor).reshape(-1).to(host.dtype)
+                stored = entry[0].as_subclass(torch.Tensor).reshape(-1)
+                if stored.dtype != host.dtype:
+                    stored = _TB_TO(stored, host.dtype)
             if not torch.equal(host, stored):
                 return Violation("storage.content", f"node {node.id} page {i}: the store's page under its hash "
                                                     "differs from the node's host page")
