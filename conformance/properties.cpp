@@ -65,7 +65,7 @@ class KitTest : public ::testing::Test {
   std::function<void()> body_;
 };
 
-constexpr int32_t kPage = kKitPageSize;
+constexpr int32_t kPropertyPage = kKitPageSize;
 constexpr std::array<ComponentType, 3> kTypes{ComponentType::kFull, ComponentType::kSwa,
                                               ComponentType::kMamba};
 
@@ -148,7 +148,7 @@ bool same_record(const LockRecord& a, const LockRecord& b) {
 void LockSymmetry(const ComponentUnderTest& cut, const std::string& binary) {
   check_property(binary, [cut] {
     ScopedThrowingAsserts asserts;
-    const auto before = *gen_ops({.evictions = true, .locks = false}, 30, kPage);
+    const auto before = *gen_ops({.evictions = true, .locks = false}, 30, kPropertyPage);
     // The anchor: usually the path of a shape `before` served (so the lock has depth).
     std::vector<Shape> served;
     for (const KitOp& op : before) {
@@ -156,7 +156,7 @@ void LockSymmetry(const ComponentUnderTest& cut, const std::string& binary) {
     }
     const Shape anchor_shape =
         served.empty() || *rc::gen::weightedElement<int>({{1, 0}, {4, 1}}) == 0
-            ? *gen_shape(6, kPage, 2)
+            ? *gen_shape(6, kPropertyPage, 2)
             : *rc::gen::elementOf(served);
     // Pages evicted right before the acquire, so that the anchor's bottom segment may be
     // evicted when the lock is taken (seed 002).
@@ -164,7 +164,7 @@ void LockSymmetry(const ComponentUnderTest& cut, const std::string& binary) {
     // Make the anchor's path the least recently used, so that those pages are its bottom.
     const bool age_anchor_path = *rc::gen::arbitrary<bool>();
     const bool on_best_match = *rc::gen::arbitrary<bool>();
-    const auto between = *gen_ops({.evictions = false, .locks = true}, 20, kPage);
+    const auto between = *gen_ops({.evictions = false, .locks = true}, 20, kPropertyPage);
     // Matches of a prefix of the anchor's own tokens, cut after `pages` pages: they split
     // the locked path where it ends inside a node.
     const auto cuts = *rc::gen::container<std::vector<uint8_t>>(rc::gen::inRange<uint8_t>(1, 6));
@@ -176,7 +176,7 @@ void LockSymmetry(const ComponentUnderTest& cut, const std::string& binary) {
       ra.run(op);
       rb.run(op);
     }
-    const std::vector<Token> tokens = tokens_of(anchor_shape, kPage);
+    const std::vector<Token> tokens = tokens_of(anchor_shape, kPropertyPage);
     if (evict_pages > 0 && age_anchor_path) {
       for (KitSubject* s : {a.get(), b.get()}) {
         RadixTree& tree = s->tree();
@@ -240,7 +240,7 @@ void LockSymmetry(const ComponentUnderTest& cut, const std::string& binary) {
 void Accounting(const ComponentUnderTest& cut, const std::string& binary) {
   check_property(binary, [cut] {
     ScopedThrowingAsserts asserts;
-    const auto ops = *gen_ops({}, 50, kPage);
+    const auto ops = *gen_ops({}, 50, kPropertyPage);
     auto s = cut.make(KitGeometry::kTight);
     OpRunner runner(*s, cut.type);
     for (const KitOp& op : ops) {
@@ -266,7 +266,7 @@ void Accounting(const ComponentUnderTest& cut, const std::string& binary) {
 void EvictionSafety(const ComponentUnderTest& cut, const std::string& binary) {
   check_property(binary, [cut] {
     ScopedThrowingAsserts asserts;
-    const auto ops = *gen_ops({}, 50, kPage);
+    const auto ops = *gen_ops({}, 50, kPropertyPage);
     auto s = cut.make(KitGeometry::kTight);
     RadixTree& tree = s->tree();
     OpRunner runner(*s, cut.type);
@@ -328,7 +328,7 @@ void EvictionSafety(const ComponentUnderTest& cut, const std::string& binary) {
 void LoadBackAnchoring(const ComponentUnderTest& cut, const std::string& binary) {
   check_property(binary, [cut] {
     ScopedThrowingAsserts asserts;
-    const auto ops = *gen_ops({}, 50, kPage);
+    const auto ops = *gen_ops({}, 50, kPropertyPage);
     auto s = cut.make(KitGeometry::kTight);
     RadixTree& tree = s->tree();
     OpRunner runner(*s, cut.type);
@@ -373,8 +373,8 @@ void LoadBackAnchoring(const ComponentUnderTest& cut, const std::string& binary)
 void TransferResolution(const ComponentUnderTest& cut, const std::string& binary) {
   check_property(binary, [cut] {
     ScopedThrowingAsserts asserts;
-    const auto ops = *gen_ops({}, 40, kPage);
-    const Shape last = *gen_shape(6, kPage, 2);
+    const auto ops = *gen_ops({}, 40, kPropertyPage);
+    const Shape last = *gen_shape(6, kPropertyPage, 2);
     const bool to_host = *rc::gen::arbitrary<bool>();
     auto s = cut.make(KitGeometry::kTight);
     RadixTree& tree = s->tree();
@@ -474,7 +474,8 @@ void ContentAcrossTiers(const ComponentUnderTest& cut, const std::string& binary
   check_property(binary, [cut] {
     ScopedThrowingAsserts asserts;
     const auto shapes = *rc::gen::resize(
-        6, rc::gen::nonEmpty(rc::gen::container<std::vector<Shape>>(gen_shape(6, kPage, 2))));
+        6,
+        rc::gen::nonEmpty(rc::gen::container<std::vector<Shape>>(gen_shape(6, kPropertyPage, 2))));
     const uint32_t tombstones = *rc::gen::inRange<uint32_t>(0, 8);
     auto s = cut.make(KitGeometry::kTight);
     RadixTree& tree = s->tree();
@@ -486,7 +487,7 @@ void ContentAcrossTiers(const ComponentUnderTest& cut, const std::string& binary
       });
     };
     for (const Shape& shape : shapes)
-      s->serve(shape.ns, tokens_of(shape, kPage));
+      s->serve(shape.ns, tokens_of(shape, kPropertyPage));
     s->evict_component(cut.type, tombstones);
     s->settle();
     // Back up every node, parents first (for_each_node visits the root, then children).
@@ -504,7 +505,7 @@ void ContentAcrossTiers(const ComponentUnderTest& cut, const std::string& binary
     assert_sane(*s, "after eviction");
     int loads = 0;
     for (const Shape& shape : shapes) {
-      const std::vector<Token> tokens = tokens_of(shape, kPage);
+      const std::vector<Token> tokens = tokens_of(shape, kPropertyPage);
       const MatchResult m = tree.match_prefix(shape.ns, tokens);
       if (m.best_match_node == m.last_device_node) continue;
       if (!s->load_back(*m.best_match_node)) continue;

@@ -29,7 +29,8 @@ tools/setup.sh
 # when installed, keeps a rebuild of unchanged sources cheap.
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake --preset fuzz "${launcher[@]}" >/dev/null
+# KVSIM_UNITY=ON (tools/test.sh sets it in CI): the simulator in unity batches, half its CPU time.
+cmake --preset fuzz -DKVSIM_UNITY="${KVSIM_UNITY:-OFF}" "${launcher[@]}" >/dev/null
 cmake --build --preset fuzz -j"${SMOKE_JOBS:-$(nproc)}" --target "${targets[@]}"
 
 root=build/fuzz/smoke

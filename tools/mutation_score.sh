@@ -113,10 +113,12 @@ for f in $files; do mkdir -p "$pristine/$(dirname "$f")"; cp "$root/$f" "$pristi
 tests_flag=OFF
 if [ "$unit" = 1 ]; then tests_flag=ON; fi
 if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_TESTS:BOOL=$tests_flag" "$build/CMakeCache.txt" ||
-  ! grep -q "KVSIM_HARDENED:BOOL=ON" "$build/CMakeCache.txt"; then
+  ! grep -q "KVSIM_HARDENED:BOOL=ON" "$build/CMakeCache.txt" ||
+  ! grep -q "KVSIM_UNITY:BOOL=${KVSIM_UNITY:-OFF}" "$build/CMakeCache.txt"; then
+  # KVSIM_UNITY as the build whose compiler cache serves this one (tools/test.sh sets it in CI)
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF \
     -DKVSIM_TESTS="$tests_flag" -DKVSIM_BENCH=OFF -DKVSIM_HARDENED=ON -DKVSIM_WERROR=OFF \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+    -DKVSIM_UNITY="${KVSIM_UNITY:-OFF}" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 fi
 jobs=${KVSIM_MUTATION_JOBS:-2}
 build_kvsim() { nice cmake --build "$build" --target kvsim -j"$jobs"; }

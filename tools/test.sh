@@ -21,7 +21,10 @@ tools/setup.sh
 configure_args=(-DKVSIM_WERROR=OFF)
 ctest_args=(--preset "$preset")
 if [ "${CI:-}" = "true" ]; then
-  configure_args+=(-DKVSIM_HARDENED=ON)
+  # Unity batches above the core (cmake/KvsimUnity.cmake): CI builds everything once, and the
+  # mutation runner, the score sample and the fuzz smoke configure the same way (KVSIM_UNITY).
+  export KVSIM_UNITY=ON
+  configure_args+=(-DKVSIM_HARDENED=ON -DKVSIM_UNITY=ON)
   # Seeds 1-100 of every scenario (the sweep label) run in the CI sweep below, as seeds 1-300,
   # once, with their probe reports kept for the probe sweep. The preset's filter is spelled out
   # here: CTest 3.25 mishandles a -LE given beside --preset (it ran every test, or none less).
@@ -39,6 +42,9 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
 fi
 cmake --preset "$preset" "${configure_args[@]}" "${launcher[@]}" >/dev/null
+if [ "${KVSIM_UNITY:-OFF}" = "ON" ]; then  # before the build: a clash fails in seconds
+  python3 tools/check_unity_names.py "build/$preset"
+fi
 mkdir -p build
 build_log="build/build-$preset.log"
 cmake --build --preset "$preset" -j"$(nproc)" 2>&1 | tee "$build_log"
@@ -62,8 +68,9 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
     trap 'rm -rf "$TMPDIR"' EXIT
   fi
   # Seeds 1-${KVSIM_CI_SEEDS:-300} of every scenario (ctest's sweep label is the first 100),
-  # two scenarios at a time; file_storage_budget (a file per page) and mooncake_synthetic (9 s a
-  # seed) as in ctest plus the extra CI seeds. A failing seed leaves its op trace in
+  # one scenario at a time over every core (--jobs; two scenarios side by side left a core idle
+  # for the last ~40 s: two scenarios take 60-85 s, the rest 10-17); file_storage_budget (a
+  # file per page) and mooncake_synthetic (9 s a seed) as in ctest plus the extra CI seeds. A failing seed leaves its op trace in
   # build/ci-sweep/; each scenario's JSON Lines (a line per seed, then the sweep with its probe
   # report) stay there for the probe sweep.
   seeds="${KVSIM_CI_SEEDS:-300}"
@@ -73,8 +80,8 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
     local name n=$seeds rc=0
     name=$(basename "$1" .json)
     if [ "$name" = mooncake_synthetic ]; then n=1; fi
-    build/default/tools/kvsim run "$1" --seed 1 --seeds "$n" --no-progress --json \
-      --trace-dir build/ci-sweep >"build/ci-sweep/$name.jsonl" || rc=$?
+    build/default/tools/kvsim run "$1" --seed 1 --seeds "$n" --jobs "$(nproc)" --no-progress \
+      --json --trace-dir build/ci-sweep >"build/ci-sweep/$name.jsonl" || rc=$?
     jq -rs --arg n "$name" '(map(select(.sweep)) | first | .sweep) as $s |
       (if $s then "\($n): \($s.seeds_tried) seeds from \($s.first_seed): \($s.failures) failing"
        else "\($n) seed \(.[0].seed): \(.[0].verdict)" end),
@@ -85,7 +92,7 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   }
   export -f ci_sweep_one
   export seeds
-  printf '%s\n' scenarios/*.json | xargs -P 2 -I{} bash -c 'ci_sweep_one "$0"' {}
+  printf '%s\n' scenarios/*.json | xargs -P 1 -I{} bash -c 'ci_sweep_one "$0"' {}
   echo "== [${SECONDS} s] code probes: every probe reached (tools/probe_sweep.sh on the CI sweep's reports)"
   KVSIM_PROBE_REPORTS=build/ci-sweep tools/probe_sweep.sh build/default/tools/kvsim
   echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-20})"

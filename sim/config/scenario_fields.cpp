@@ -88,7 +88,7 @@ FieldSpec section(std::string parent, std::string name, std::string meaning) {
 
 // The boolean form of cache.storage when it says everything (older traces and scenarios keep
 // their text).
-nlohmann::json storage_json(const Scenario& s) {
+nlohmann::json scenario_storage_json(const Scenario& s) {
   const StorageOptions& o = s.store;
   if (o == StorageOptions{}) return s.storage;
   nlohmann::json j = {{"enabled", s.storage},
@@ -267,7 +267,7 @@ std::vector<FieldSpec> make_fields() {
     FieldSpec f = row("cache", "storage", FieldType::kBoolOrObject,
                       "The storage tier below the host tier (HiCache's L3): `true` for the "
                       "in-memory store, or an object choosing the backend (docs/storage.md).");
-    f.get = storage_json;
+    f.get = scenario_storage_json;
     f.set = [](Scenario& s, const nlohmann::json& v) { s.storage = v.get<bool>(); };
     f.check = [](JsonReader& r, const Scenario& s) {
       const StorageOptions& o = s.store;

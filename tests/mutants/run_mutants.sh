@@ -56,12 +56,14 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR=1
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 # Hardened (libstdc++ assertions), like tools/mutation_score.sh, which reuses this build in CI.
-if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_HARDENED:BOOL=ON" "$build/CMakeCache.txt"; then
+# KVSIM_UNITY as the build whose compiler cache serves this one (tools/test.sh sets it in CI).
+if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "KVSIM_HARDENED:BOOL=ON" "$build/CMakeCache.txt" ||
+  ! grep -q "KVSIM_UNITY:BOOL=${KVSIM_UNITY:-OFF}" "$build/CMakeCache.txt"; then
   launcher=()
   if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
   cmake -S "$src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=OFF \
     -DKVSIM_TESTS=OFF -DKVSIM_BENCH=OFF -DKVSIM_PYTHON=OFF -DKVSIM_HARDENED=ON \
-    -DKVSIM_WERROR=OFF "${launcher[@]}" >/dev/null
+    -DKVSIM_WERROR=OFF -DKVSIM_UNITY="${KVSIM_UNITY:-OFF}" "${launcher[@]}" >/dev/null
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --build "$build" --target kvsim -j"$jobs" >/dev/null

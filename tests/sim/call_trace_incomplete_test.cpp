@@ -16,15 +16,15 @@
 namespace kvsim::sim {
 namespace {
 
-const std::string kHeader =
+const std::string kIncompleteHeader =
     R"({"kvsim_trace":1,"kind":"calls","page_size":1,"eviction_policy":"lru","source":"test"})"
     "\n";
-const std::string kCalls = R"({"op":"insert","ns":0,"tokens":[1,2],"value":[5,6]})"
-                           "\n"
-                           R"({"op":"match","ns":0,"tokens":[1,2]})"
-                           "\n";
+const std::string kIncompleteCalls = R"({"op":"insert","ns":0,"tokens":[1,2],"value":[5,6]})"
+                                     "\n"
+                                     R"({"op":"match","ns":0,"tokens":[1,2]})"
+                                     "\n";
 
-std::string error_of(const std::string& text) {
+std::string incomplete_error_of(const std::string& text) {
   try {
     read_call_trace_text(text, "t.jsonl");
   } catch (const InputError& e) {
@@ -39,24 +39,26 @@ std::string signal_footer(size_t calls, uint64_t hash, int sig) {
          "\n";
 }
 
-// The event hash of kCalls, as a replay computes it (what a recording's footer states).
+// The event hash of kIncompleteCalls, as a replay computes it (what a recording's footer states).
 uint64_t calls_hash() {
-  std::string with_footer = kHeader + kCalls + signal_footer(2, 0, 15);
+  std::string with_footer = kIncompleteHeader + kIncompleteCalls + signal_footer(2, 0, 15);
   return replay_calls(read_call_trace_text(with_footer, "t.jsonl")).event_hash;
 }
 
 TEST(CallTraceIncomplete, AHeaderAloneIsRefused) {
-  EXPECT_EQ(error_of(kHeader),
+  EXPECT_EQ(incomplete_error_of(kIncompleteHeader),
             "t.jsonl: incomplete recording: no footer after line 1 (0 calls): the recording "
             "process was killed before writing one, or the file was cut; only a whole "
             "recording replays");
 }
 
 TEST(CallTraceIncomplete, ARecordingCutAtALineBoundaryIsRefused) {
-  const std::string error = error_of(kHeader + kCalls);
+  const std::string error = incomplete_error_of(kIncompleteHeader + kIncompleteCalls);
   EXPECT_EQ(error.rfind("t.jsonl: incomplete recording: no footer after line 3 (2 calls)", 0), 0u)
       << error;
-  EXPECT_NE(error_of(kHeader + kCalls.substr(0, kCalls.find('\n') + 1)).find("no footer"),
+  EXPECT_NE(incomplete_error_of(kIncompleteHeader +
+                                kIncompleteCalls.substr(0, kIncompleteCalls.find('\n') + 1))
+                .find("no footer"),
             std::string::npos);
 }
 
@@ -64,16 +66,17 @@ TEST(CallTraceIncomplete, ARealRecordingWithoutItsFooterIsRefused) {
   std::ifstream in(std::string(KVSIM_SOURCE_DIR "/tests/data/calls/crash.min.calls.jsonl"));
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   ASSERT_FALSE(text.empty());
-  EXPECT_EQ(error_of(text), "accepted");
+  EXPECT_EQ(incomplete_error_of(text), "accepted");
   const size_t last = text.rfind('\n', text.size() - 2);  // the footer is the last line
   ASSERT_NE(text.find("\"end\"", last), std::string::npos);
-  EXPECT_NE(error_of(text.substr(0, last + 1)).find("incomplete recording: no footer"),
+  EXPECT_NE(incomplete_error_of(text.substr(0, last + 1)).find("incomplete recording: no footer"),
             std::string::npos);
 }
 
 TEST(CallTraceIncomplete, ASignalFooterReplaysHonestly) {
   const uint64_t hash = calls_hash();
-  const CallTrace t = read_call_trace_text(kHeader + kCalls + signal_footer(2, hash, 15), "t");
+  const CallTrace t =
+      read_call_trace_text(kIncompleteHeader + kIncompleteCalls + signal_footer(2, hash, 15), "t");
   ASSERT_TRUE(t.end.has_value());
   EXPECT_EQ(t.end->cut_by_signal, 15);
   const CallReplay r = replay_calls(t);
@@ -85,11 +88,11 @@ TEST(CallTraceIncomplete, ASignalFooterReplaysHonestly) {
   EXPECT_EQ(call_replay_json(t, r)["cut_by_signal"], 15);
 
   // Another event hash (a call's outcome changed before the cut): not a match.
-  const CallTrace other =
-      read_call_trace_text(kHeader + kCalls + signal_footer(2, hash ^ 1, 6), "t");
+  const CallTrace other = read_call_trace_text(
+      kIncompleteHeader + kIncompleteCalls + signal_footer(2, hash ^ 1, 6), "t");
   EXPECT_FALSE(call_replay_matches(other, replay_calls(other)));
   // Its count is checked like any footer's.
-  EXPECT_EQ(error_of(kHeader + kCalls + signal_footer(3, hash, 15)),
+  EXPECT_EQ(incomplete_error_of(kIncompleteHeader + kIncompleteCalls + signal_footer(3, hash, 15)),
             "t.jsonl: footer: field calls: 3 calls recorded, the file holds 2");
 }
 
@@ -99,9 +102,14 @@ TEST(CallTraceIncomplete, ASignalFooterHoldsCallsHashAndSignalOnly) {
             "\n");
   // A signal number out of range, or tree sizes next to it, is refused.
   const std::string base = R"({"end":{"calls":2,"event_hash":")" + hex64(calls_hash()) + R"(",)";
-  EXPECT_NE(error_of(kHeader + kCalls + base + R"("cut_by_signal":0}})" + "\n"), "accepted");
-  EXPECT_NE(error_of(kHeader + kCalls + base + R"("cut_by_signal":65}})" + "\n"), "accepted");
-  EXPECT_NE(error_of(kHeader + kCalls + base + R"("cut_by_signal":15,"nodes":2}})" + "\n"),
+  EXPECT_NE(incomplete_error_of(kIncompleteHeader + kIncompleteCalls + base +
+                                R"("cut_by_signal":0}})" + "\n"),
+            "accepted");
+  EXPECT_NE(incomplete_error_of(kIncompleteHeader + kIncompleteCalls + base +
+                                R"("cut_by_signal":65}})" + "\n"),
+            "accepted");
+  EXPECT_NE(incomplete_error_of(kIncompleteHeader + kIncompleteCalls + base +
+                                R"("cut_by_signal":15,"nodes":2}})" + "\n"),
             "accepted");
 }
 

@@ -19,7 +19,7 @@ std::string header_naming(const std::string& blob) {
   return R"({"kvsim_trace":1,"kind":"calls","page_size":1,"blob":")" + blob + "\"}\n";
 }
 
-std::string error_of(const std::string& text, const std::string& source) {
+std::string sidecar_error_of(const std::string& text, const std::string& source) {
   try {
     read_call_trace_text(text, source);
   } catch (const InputError& e) {
@@ -45,7 +45,7 @@ class SidecarDir : public ::testing::Test {
 
 TEST_F(SidecarDir, NamesThatAreNotAFileBesideTheTraceAreRefusedUnopened) {
   for (const std::string name : {"-", "/dev/zero", "../t.bin", ".", ".."}) {
-    const std::string error = error_of(header_naming(name), dir_ + "/t.jsonl");
+    const std::string error = sidecar_error_of(header_naming(name), dir_ + "/t.jsonl");
     EXPECT_NE(error.find("field blob: '" + name + "' is not a file name beside the trace"),
               std::string::npos)
         << name << ": " << error;
@@ -55,7 +55,7 @@ TEST_F(SidecarDir, NamesThatAreNotAFileBesideTheTraceAreRefusedUnopened) {
 TEST_F(SidecarDir, AFifoNamedAsTheSidecarIsRefusedNotOpened) {
   ASSERT_EQ(::mkfifo((dir_ + "/pipe.bin").c_str(), 0600), 0);
   // Opening the FIFO for reading would block forever with no writer: the refusal must come first.
-  const std::string error = error_of(header_naming("pipe.bin"), dir_ + "/t.jsonl");
+  const std::string error = sidecar_error_of(header_naming("pipe.bin"), dir_ + "/t.jsonl");
   EXPECT_NE(error.find("field blob: " + dir_ + "/pipe.bin is not a regular file"),
             std::string::npos)
       << error;
@@ -64,7 +64,7 @@ TEST_F(SidecarDir, AFifoNamedAsTheSidecarIsRefusedNotOpened) {
 TEST_F(SidecarDir, ARegularSidecarBesideTheTraceIsRead) {
   std::ofstream(dir_ + "/t.jsonl.bin", std::ios::binary) << "";
   // Read and accepted as a sidecar: what fails next is the missing footer, not the blob.
-  const std::string error = error_of(header_naming("t.jsonl.bin"), dir_ + "/t.jsonl");
+  const std::string error = sidecar_error_of(header_naming("t.jsonl.bin"), dir_ + "/t.jsonl");
   EXPECT_EQ(error.find("blob"), std::string::npos) << error;
   EXPECT_NE(error.find("incomplete recording"), std::string::npos) << error;
 }

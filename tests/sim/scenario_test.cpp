@@ -10,7 +10,7 @@
 namespace kvsim::sim {
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string scenario_error_of(const std::string& text) {
   try {
     parse_scenario(parse_json(text, "s.json"), "s.json");
   } catch (const InputError& e) {
@@ -43,23 +43,24 @@ TEST(Scenario, EveryNamedScenarioLoads) {
 }
 
 TEST(Scenario, ErrorsNameTheField) {
-  EXPECT_EQ(error_of(R"({"cache": {}})"), "s.json: field name: missing");
-  EXPECT_EQ(error_of(R"({"name": "x", "cahce": {}})"),
+  EXPECT_EQ(scenario_error_of(R"({"cache": {}})"), "s.json: field name: missing");
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "cahce": {}})"),
             "s.json: field cahce: unknown field (did you mean cache?)");
-  EXPECT_EQ(error_of(R"({"name": "x", "cache": {"page_size": 0}})"),
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "cache": {"page_size": 0}})"),
             "s.json: field cache.page_size: 0 is out of range [1, 65536]");
-  EXPECT_EQ(error_of(R"({"name": "x", "cache": {"item_bytes": 12}})"),
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "cache": {"item_bytes": 12}})"),
             "s.json: field cache.item_bytes: must be a multiple of 8");
-  EXPECT_EQ(error_of(R"({"name": "x", "workload": {"kind": "chat"}})").substr(0, 48),
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "workload": {"kind": "chat"}})").substr(0, 48),
             "s.json: field workload.kind: \"chat\" is not one o");
-  EXPECT_EQ(error_of(R"({"name": "x", "workload": {"prompt_min": 9, "prompt_max": 3}})"),
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "workload": {"prompt_min": 9, "prompt_max": 3}})"),
             "s.json: field workload.prompt_max: is smaller than prompt_min");
-  EXPECT_EQ(error_of(R"({"name": "x", "scheduler": {"max_running": true}})"),
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "scheduler": {"max_running": true}})"),
             "s.json: field scheduler.max_running: expected an integer, got boolean");
-  EXPECT_EQ(error_of(R"({"name": "x", "workload": {"kind": "mooncake"}})"),
+  EXPECT_EQ(scenario_error_of(R"({"name": "x", "workload": {"kind": "mooncake"}})"),
             "s.json: field workload.trace: a mooncake workload needs a trace file");
-  EXPECT_NE(error_of(R"({"name": "x", "cache": {"swa_window_tokens": 2}})"), "");
-  EXPECT_EQ(error_of("{\n \"name\": \"x\",\n \"cache\": [1,\n").substr(0, 11), "s.json:4:1:");
+  EXPECT_NE(scenario_error_of(R"({"name": "x", "cache": {"swa_window_tokens": 2}})"), "");
+  EXPECT_EQ(scenario_error_of("{\n \"name\": \"x\",\n \"cache\": [1,\n").substr(0, 11),
+            "s.json:4:1:");
 }
 
 TEST(Trace, ReaderRejectsWhatIsNotATrace) {

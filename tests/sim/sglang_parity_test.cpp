@@ -17,7 +17,7 @@
 namespace kvsim::sim {
 namespace {
 
-const std::string kTrace =
+const std::string kParityTrace =
     std::string(KVSIM_SOURCE_DIR "/traces/public/mooncake_synthetic_trace.jsonl");
 const std::string kOracle = std::string(KVSIM_SOURCE_DIR "/tests/data/sglang-oracle");
 
@@ -49,7 +49,7 @@ TEST(SglangParity, EveryRequestOfEveryConfigurationMatchesSglang) {
     ASSERT_EQ(s.at("eviction_policy").get<std::string>(), "lru");
     const auto key = std::make_pair(o.tail_hash, o.with_output);
     if (!traces.contains(key)) {
-      traces.emplace(key, SglangTrace::load(kTrace, o.tail_hash, o.with_output));
+      traces.emplace(key, SglangTrace::load(kParityTrace, o.tail_hash, o.with_output));
     }
     const SglangReplayResult r = replay_sglang_ops(traces.at(key), o);
 
@@ -83,7 +83,7 @@ TEST(SglangParity, EveryRequestOfEveryConfigurationMatchesSglang) {
 // The comparison is sensitive: one page less of capacity changes SGLang's figures.
 TEST(SglangParity, OnePageLessCapacityIsDetected) {
   ScopedThrowingAsserts asserts;
-  const SglangTrace trace = SglangTrace::load(kTrace, false, false, 1500);
+  const SglangTrace trace = SglangTrace::load(kParityTrace, false, false, 1500);
   SglangReplayOptions o;
   o.capacity_tokens = 3'000'000 - 512;
   const SglangReplayResult r = replay_sglang_ops(trace, o);
@@ -95,8 +95,8 @@ TEST(SglangParity, OnePageLessCapacityIsDetected) {
 }
 
 TEST(SglangParity, TokensFollowTheOracleDerivation) {
-  const SglangTrace plain = SglangTrace::load(kTrace, false, false, 50);
-  const SglangTrace hashed = SglangTrace::load(kTrace, true, true, 50);
+  const SglangTrace plain = SglangTrace::load(kParityTrace, false, false, 50);
+  const SglangTrace hashed = SglangTrace::load(kParityTrace, true, true, 50);
   // Request 0: 40,160 tokens, hash ids 0..78: block b is tokens b*512 .. b*512+511.
   ASSERT_EQ(plain.input_length(0), 40160);
   EXPECT_EQ(plain.input(0)[0], 0);
@@ -115,7 +115,7 @@ TEST(SglangParity, TokensFollowTheOracleDerivation) {
 }
 
 TEST(SglangParity, BadOracleCsvIsAnInputError) {
-  const std::string path = testing::TempDir() + "/bad_oracle.csv";
+  const std::string path = ::testing::TempDir() + "/bad_oracle.csv";
   {
     std::ofstream out(path);
     out << "idx,input_len,hit_tokens,new_tokens,evict_requested,evicted,cache_tokens\n"

@@ -51,7 +51,7 @@ Scenario file_scenario(const fs::path& dir, size_t item_bytes = 16) {
   return s;
 }
 
-RunResult run(const Scenario& s, uint64_t seed) {
+RunResult environment_run(const Scenario& s, uint64_t seed) {
   return run_scenario(RunRequest{.scenario = &s, .seed = seed});
 }
 
@@ -87,7 +87,7 @@ TEST_F(StoreEnv, AFifoNamedLikeAPageIsForeignOnAReusedStoreAndClearedOnAColdOne)
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
   Scenario s = file_scenario(dir_);
   s.store.reuse = true;
-  const RunResult warm = run(s, 3);
+  const RunResult warm = environment_run(s, 3);
   ASSERT_TRUE(warm.ok()) << warm.violation->invariant << ": " << warm.violation->detail;
   EXPECT_EQ(warm.storage.foreign_entries, 1u);
   ASSERT_NE(warm.storage.start_snapshot, nullptr);
@@ -95,7 +95,7 @@ TEST_F(StoreEnv, AFifoNamedLikeAPageIsForeignOnAReusedStoreAndClearedOnAColdOne)
   EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));              // and is left alone
 
   s.store.reuse = false;
-  const RunResult cold = run(s, 3);
+  const RunResult cold = environment_run(s, 3);
   ASSERT_TRUE(cold.ok());
   EXPECT_FALSE(fs::exists(fs::symlink_status(fifo)));  // the start-of-run clear removed it
   EXPECT_EQ(cold.storage.foreign_entries, 0u);
@@ -104,12 +104,12 @@ TEST_F(StoreEnv, AFifoNamedLikeAPageIsForeignOnAReusedStoreAndClearedOnAColdOne)
 // Before: the snapshot copied the whole sparse file (5.6 GB in a minute) into the temp dir.
 TEST_F(StoreEnv, ASparseTebibytePageIsNotCopiedIntoTheSnapshotAndIsScrubbed) {
   Scenario s = file_scenario(dir_);
-  ASSERT_TRUE(run(s, 4).ok());
+  ASSERT_TRUE(environment_run(s, 4).ok());
   ASSERT_GT(page_files(), 0u);
   const fs::path victim = fs::directory_iterator(dir_)->path();
   ASSERT_EQ(::truncate(victim.c_str(), off_t{1} << 40), 0) << std::strerror(errno);
   s.store.reuse = true;
-  const RunResult warm = run(s, 4);
+  const RunResult warm = environment_run(s, 4);
   ASSERT_TRUE(warm.ok()) << warm.violation->detail;
   EXPECT_EQ(warm.storage.scrubbed_pages, 1u);
   ASSERT_NE(warm.storage.start_snapshot, nullptr);
@@ -124,18 +124,18 @@ TEST_F(StoreEnv, ASparseTebibytePageIsNotCopiedIntoTheSnapshotAndIsScrubbed) {
 // answered ok: a storage.stats violation.
 TEST_F(StoreEnv, TwoModelGeometriesOnOneDirectoryCountEachOthersPagesAsForeign) {
   Scenario small = file_scenario(dir_, 16);
-  ASSERT_TRUE(run(small, 5).ok());
+  ASSERT_TRUE(environment_run(small, 5).ok());
   const size_t small_pages = page_files();
   ASSERT_GT(small_pages, 0u);
   Scenario large = file_scenario(dir_, 32);
   large.store.reuse = true;
   small.store.reuse = true;
   for (uint64_t seed : {5u, 6u}) {
-    const RunResult r = run(large, seed);
+    const RunResult r = environment_run(large, seed);
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation->invariant << ": "
                         << r.violation->detail;
     EXPECT_EQ(r.storage.corrupt_pages, 0);
-    const RunResult back = run(small, seed);
+    const RunResult back = environment_run(small, seed);
     ASSERT_TRUE(back.ok()) << "seed " << seed << ": " << back.violation->invariant << ": "
                            << back.violation->detail;
     EXPECT_EQ(back.storage.corrupt_pages, 0);
@@ -166,7 +166,7 @@ TEST_F(StoreEnv, CopiesOfStoresLeftByKilledRunsAreSweptAndLiveOnesKept) {
   }
   Scenario s = file_scenario(dir_);
   s.store.reuse = true;
-  const RunResult r = run(s, 1);
+  const RunResult r = environment_run(s, 1);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_FALSE(fs::exists(stale_replay));
@@ -197,7 +197,7 @@ class FullStore : public StoreEnv {
   }
   std::string run_error(const Scenario& s) {
     try {
-      run(s, 2);
+      environment_run(s, 2);
     } catch (const InputError& e) {
       return e.what();
     }

@@ -78,7 +78,7 @@ class StoreDir : public ::testing::Test {
   fs::path dir_;
 };
 
-RunResult run(const Scenario& s, uint64_t seed, std::vector<Op>* ops = nullptr) {
+RunResult storage_run(const Scenario& s, uint64_t seed, std::vector<Op>* ops = nullptr) {
   return run_scenario(RunRequest{.scenario = &s, .seed = seed, .record = ops});
 }
 
@@ -146,7 +146,7 @@ TEST_F(StoreDir, BadDirectoriesAreInputErrorsNamingTheFieldAndTheOsReason) {
   }
   std::ofstream(dir_ / "file") << "x";
   s.store.dir = (dir_ / "file").string();
-  EXPECT_THROW(run(s, 1), InputError);  // the executor refuses it too, before any op
+  EXPECT_THROW(storage_run(s, 1), InputError);  // the executor refuses it too, before any op
   EXPECT_EQ(storage_dir_problem(s.store.dir), "Not a directory");
   EXPECT_EQ(storage_dir_problem(dir_.string()), "");
 }
@@ -163,7 +163,7 @@ TEST_P(StorageFaultSweep, EveryStorageFaultFiresAndTheOracleHolds) {
   std::array<uint64_t, kStorageFaults> injected{};
   StorageRunStats total;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    const RunResult r = run(s, seed);
+    const RunResult r = storage_run(s, seed);
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.violation->invariant << ": "
                         << r.violation->detail;
     for (size_t i = 0; i < kStorageFaults; ++i)
@@ -195,7 +195,7 @@ TEST_F(StoreDir, ARunWithStorageFaultsReplaysFromItsTraceFile) {
   s.faults.site_probability = 1.0;
   s.faults.fire_probability = 0.05;
   std::vector<Op> ops;
-  const RunResult r = run(s, 3, &ops);
+  const RunResult r = storage_run(s, 3, &ops);
   ASSERT_TRUE(r.ok());
   size_t faulted = 0;
   for (const Op& op : ops)
@@ -220,8 +220,8 @@ TEST_F(StoreDir, FileAndMemoryBackendsGiveTheSameRunWithoutFaults) {
   Scenario file = storage_scenario(StorageKind::kFile, dir_.string());
   mem.faults.enabled = file.faults.enabled = false;
   for (uint64_t seed : {1, 2}) {
-    const RunResult a = run(mem, seed);
-    const RunResult b = run(file, seed);
+    const RunResult a = storage_run(mem, seed);
+    const RunResult b = storage_run(file, seed);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a.event_hash, b.event_hash) << "seed " << seed;
     EXPECT_EQ(a.storage.hit_pages, b.storage.hit_pages);
@@ -232,16 +232,16 @@ TEST_F(StoreDir, FileAndMemoryBackendsGiveTheSameRunWithoutFaults) {
 TEST_F(StoreDir, ARunStartsFromAnEmptyStoreUnlessItReusesIt) {
   Scenario s = storage_scenario(StorageKind::kFile, dir_.string());
   s.faults.enabled = false;
-  const RunResult cold = run(s, 5);
+  const RunResult cold = storage_run(s, 5);
   ASSERT_TRUE(cold.ok());
   ASSERT_GT(pages().size(), 0u);
-  const RunResult cold_again = run(s, 5);  // the store left behind is emptied first
+  const RunResult cold_again = storage_run(s, 5);  // the store left behind is emptied first
   EXPECT_EQ(cold_again.event_hash, cold.event_hash);
   EXPECT_TRUE(cold_again.storage.start_digest.empty());
 
   const std::string before = store_digest(dir_);
   s.store.reuse = true;
-  const RunResult warm = run(s, 5);
+  const RunResult warm = storage_run(s, 5);
   ASSERT_TRUE(warm.ok());
   EXPECT_EQ(warm.storage.start_digest, before);
   EXPECT_GT(warm.storage.hit_pages, cold.storage.hit_pages);  // the warm store serves pages
@@ -251,7 +251,7 @@ TEST_F(StoreDir, ARunStartsFromAnEmptyStoreUnlessItReusesIt) {
 TEST_F(StoreDir, AFailureOnAWarmStoreReplaysFromItsSnapshotAndNotFromAnotherStore) {
   Scenario s = storage_scenario(StorageKind::kFile, dir_.string());
   s.faults.enabled = false;
-  ASSERT_TRUE(run(s, 7).ok());
+  ASSERT_TRUE(storage_run(s, 7).ok());
   // Forge every page: a changed payload under a recomputed checksum passes every check but
   // the content oracle's.
   {
@@ -267,7 +267,7 @@ TEST_F(StoreDir, AFailureOnAWarmStoreReplaysFromItsSnapshotAndNotFromAnotherStor
   }
   s.store.reuse = true;
   std::vector<Op> ops;
-  const RunResult r = run(s, 7, &ops);
+  const RunResult r = storage_run(s, 7, &ops);
   ASSERT_FALSE(r.ok()) << "a forged page was served without the oracle noticing";
   EXPECT_EQ(r.violation->invariant, "content");
   ASSERT_NE(r.storage.start_snapshot, nullptr);
@@ -299,7 +299,7 @@ TEST_F(StoreDir, AFailureOnAWarmStoreReplaysFromItsSnapshotAndNotFromAnotherStor
 TEST_F(StoreDir, PagesDamagedBetweenRunsAreNeverServedAreRemovedAndTheStoreHeals) {
   Scenario s = storage_scenario(StorageKind::kFile, dir_.string());
   s.faults.enabled = false;
-  const RunResult first = run(s, 11);
+  const RunResult first = storage_run(s, 11);
   ASSERT_TRUE(first.ok());
   std::vector<fs::path> files = pages();
   ASSERT_GE(files.size(), 40u);
@@ -343,7 +343,7 @@ TEST_F(StoreDir, PagesDamagedBetweenRunsAreNeverServedAreRemovedAndTheStoreHeals
   }
 
   s.store.reuse = true;
-  const RunResult second = run(s, 11);
+  const RunResult second = storage_run(s, 11);
   ASSERT_TRUE(second.ok()) << second.violation->invariant << ": " << second.violation->detail;
   EXPECT_EQ(second.storage.scrubbed_pages, damaged.size());  // counted and removed
   EXPECT_GT(second.storage.hit_pages, 0);
@@ -357,7 +357,7 @@ TEST_F(StoreDir, PagesDamagedBetweenRunsAreNeverServedAreRemovedAndTheStoreHeals
     rewritten += fs::exists(p);
   EXPECT_GT(rewritten, 0u);  // the next backup of a removed page wrote it again
 
-  const RunResult third = run(s, 11);  // the healed store is not hit again
+  const RunResult third = storage_run(s, 11);  // the healed store is not hit again
   ASSERT_TRUE(third.ok());
   EXPECT_EQ(third.storage.scrubbed_pages, 0u);
   EXPECT_EQ(third.storage.corrupt_pages, 0);

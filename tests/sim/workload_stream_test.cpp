@@ -93,7 +93,7 @@ TEST(WorkloadStream, RecipeExpandsToThePromptForEveryKind) {
 }
 
 std::string temp_path(const char* name) {
-  return testing::TempDir() + "/kvsim_" + std::to_string(getpid()) + "_" + name;
+  return ::testing::TempDir() + "/kvsim_" + std::to_string(getpid()) + "_" + name;
 }
 
 // The compact trace reads back the same arrivals (prompts expanded from the recipes), and a

@@ -34,11 +34,11 @@ void populate(MemoryStorage& storage, Namespace ns, const std::vector<Token>& to
 }
 
 // Constructed before CacheFixture, so the cache can point at it (base-from-member).
-struct StorageHolder {
+struct MemoryStorageHolder {
   MemoryStorage storage_;
 };
 
-class StorageCacheTest : public StorageHolder, public CacheFixture {
+class StorageCacheTest : public MemoryStorageHolder, public CacheFixture {
  protected:
   explicit StorageCacheTest(int64_t host_tokens = 128)
       : CacheFixture(storage_options(host_tokens), &storage_) {}
@@ -137,7 +137,7 @@ TEST_F(StorageCacheTest, AbortMidTransferReleasesEverything) {
 namespace kvsim {
 namespace {
 
-class TimeoutPolicyTest : public StorageHolder, public CacheFixture {
+class TimeoutPolicyTest : public MemoryStorageHolder, public CacheFixture {
  protected:
   TimeoutPolicyTest() : CacheFixture(options(), &storage_) {}
   static HiCacheOptions options() {

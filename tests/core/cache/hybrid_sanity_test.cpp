@@ -9,7 +9,7 @@ namespace {
 
 using HybridSanityTest = HybridFixture;
 
-bool reports(HiCache& cache, const std::string& name) {
+bool hybrid_reports(HiCache& cache, const std::string& name) {
   SanityReport report;
   cache.sanity_check(report);
   return report.has(name);
@@ -27,7 +27,7 @@ TEST_F(HybridSanityTest, LeakedSwaSlotIsReported) {
   std::optional<IndexVector> leak =
       cache_->side_pool(ComponentType::kSwa)->device_slots().alloc(4);  // nobody owns it
   ASSERT_TRUE(leak);
-  EXPECT_TRUE(reports(*cache_, "slots.swa_device_ownership"));
+  EXPECT_TRUE(hybrid_reports(*cache_, "slots.swa_device_ownership"));
   cache_->side_pool(ComponentType::kSwa)->device_slots().free(*leak);
 }
 
@@ -42,7 +42,7 @@ TEST_F(HybridSanityTest, DeviceResidentMambaIndicesInTheTreeAreReported) {
   Block block =
       backend_.allocate(MemoryKind::kDevice, sizeof(SlotIndex), backend_.compute_stream(), "moved");
   d.host_value = IndexVector::on_device(Tier::kHost, original.slots(), block);
-  EXPECT_TRUE(reports(*cache_, "residency"));
+  EXPECT_TRUE(hybrid_reports(*cache_, "residency"));
   d.host_value = original;
   backend_.free(block);
 }
@@ -52,7 +52,7 @@ TEST_F(HybridSanityTest, AuxLockBehindTheAccountingIsReported) {
   cache_->flush();
   TreeNode* node = cache_->match_prefix(1, tokens_from(100, 16)).last_device_node;
   ++node->component(ComponentType::kSwa).lock_ref;  // a lock that skipped inc_aux_lock
-  EXPECT_TRUE(reports(*cache_, "tree.aux"));
+  EXPECT_TRUE(hybrid_reports(*cache_, "tree.aux"));
   --node->component(ComponentType::kSwa).lock_ref;
 }
 
@@ -62,7 +62,7 @@ TEST_F(HybridSanityTest, SwaValueOnAnEvictedNodeIsReported) {
   TreeNode* node = cache_->match_prefix(1, tokens_from(100, 16)).last_device_node;
   std::optional<IndexVector> full = node->full().value;
   node->full().value.reset();  // full KV gone, SWA left behind
-  EXPECT_TRUE(reports(*cache_, "tree.aux"));
+  EXPECT_TRUE(hybrid_reports(*cache_, "tree.aux"));
   node->full().value = full;
 }
 

@@ -10,9 +10,9 @@
 namespace kvsim::testing {
 namespace {
 
-constexpr ComponentType kSwa = ComponentType::kSwa;
+constexpr ComponentType kSwaComponent = ComponentType::kSwa;
 
-bool reports(const HiCache& cache, const std::string& invariant) {
+bool load_back_reports(const HiCache& cache, const std::string& invariant) {
   SanityReport report;
   cache.sanity_check(report);
   return report.has(invariant);
@@ -51,14 +51,17 @@ WindowState build_window_state(SwaFixture& f) {
   s.b = f.cache_->match_prefix(1, axb).last_device_node;
   s.x = s.b->parent;
   s.a = s.x->parent;
-  EXPECT_TRUE(s.x->has_host(kSwa) && s.b->has_host(kSwa) && s.a->parent->is_root());
+  EXPECT_TRUE(s.x->has_host(kSwaComponent) && s.b->has_host(kSwaComponent) &&
+              s.a->parent->is_root());
   // Tombstone X's SWA (its full KV stays), then evict the leaf B.
-  f.cache_->side_pool(kSwa)->device_slots().free(f.cache_->tree().take_aux_value(*s.x, kSwa));
+  f.cache_->side_pool(kSwaComponent)
+      ->device_slots()
+      .free(f.cache_->tree().take_aux_value(*s.x, kSwaComponent));
   f.cache_->evict(4);
   EXPECT_TRUE(s.b->evicted());
   EXPECT_FALSE(s.x->evicted());
   // Requests hold all but 4 free SWA slots: loading X and B (8) needs exactly A's 4.
-  const int64_t free_swa = f.cache_->side_pool(kSwa)->device_slots().available_size();
+  const int64_t free_swa = f.cache_->side_pool(kSwaComponent)->device_slots().available_size();
   s.hog = *f.cache_->alloc_swa(free_swa - 4);
   return s;
 }
@@ -73,7 +76,7 @@ void serve_distinct(SwaFixture& f, int n) {
 
 // Takes every free SWA slot (the caller frees them): the next SWA allocation must evict.
 IndexVector hold_free_swa(SwaFixture& f) {
-  return *f.cache_->alloc_swa(f.cache_->side_pool(kSwa)->device_slots().available_size());
+  return *f.cache_->alloc_swa(f.cache_->side_pool(kSwaComponent)->device_slots().available_size());
 }
 
 TEST(LoadBackWindowWhole, MakingRoomNeverTakesTheWindowValuesAlreadyOnDevice) {
@@ -86,7 +89,7 @@ TEST(LoadBackWindowWhole, MakingRoomNeverTakesTheWindowValuesAlreadyOnDevice) {
   // load_back.window_whole assertion in init_load_back fires.
   LoadBackResult lb = f.cache_->init_load_back(*m.best_match_node);
   EXPECT_FALSE(lb.loaded);
-  EXPECT_TRUE(s.a->has_device(kSwa));
+  EXPECT_TRUE(s.a->has_device(kSwaComponent));
   EXPECT_EQ(f.cache_->check_load_back_window(*s.x),
             "node " + std::to_string(s.x->id) + " of the SWA window ending at node " +
                 std::to_string(s.x->id) + " has no device SWA value");
@@ -111,7 +114,9 @@ TEST(LoadBackWindowWhole, CheckNamesTheFirstHoleInTheWindow) {
   TreeNode* b = f.cache_->match_prefix(1, axb).last_device_node;
   TreeNode* a = b->parent->parent;
   EXPECT_EQ(f.cache_->check_load_back_window(*b), "");
-  f.cache_->side_pool(kSwa)->device_slots().free(f.cache_->tree().take_aux_value(*a, kSwa));
+  f.cache_->side_pool(kSwaComponent)
+      ->device_slots()
+      .free(f.cache_->tree().take_aux_value(*a, kSwaComponent));
   EXPECT_EQ(f.cache_->check_load_back_window(*b),
             "node " + std::to_string(a->id) + " of the SWA window ending at node " +
                 std::to_string(b->id) + " has no device SWA value");
@@ -128,7 +133,7 @@ TEST(OverEviction, AllocationsUnderPressureEvictOnlyTheShortfall) {
   IndexVector swa_more = *f.cache_->alloc_swa(12);  // spans several 8-token victims
   EXPECT_GT(f.cache_->stats().evicted_device_tokens, evicted_before);
   EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 0);
-  EXPECT_FALSE(reports(*f.cache_, "evict.over_eviction"));
+  EXPECT_FALSE(load_back_reports(*f.cache_, "evict.over_eviction"));
   for (const IndexVector& v : {swa_hog, swa_more})
     f.cache_->free_swa(v);
   for (const IndexVector& v : {dev_hog, more})
@@ -141,9 +146,9 @@ TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
   // A planted allocator: it needs 4 more SWA slots but asks the eviction for 24.
   IndexVector hog = hold_free_swa(f);
   ASSERT_EQ(f.cache_->evict_swa(24), 24);
-  f.cache_->note_eviction(4, f.cache_->side_pool(kSwa)->device_slots().available_size());
+  f.cache_->note_eviction(4, f.cache_->side_pool(kSwaComponent)->device_slots().available_size());
   EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 20);
-  EXPECT_TRUE(reports(*f.cache_, "evict.over_eviction"));
+  EXPECT_TRUE(load_back_reports(*f.cache_, "evict.over_eviction"));
   f.cache_->free_swa(hog);
 }
 
@@ -154,7 +159,7 @@ TEST(UnderEviction, AnAllocationFailsOnlyWhenNothingIsLeftToEvict) {
   const int64_t all = f.cache_->available_device_size() + f.cache_->tree().evictable_size();
   EXPECT_FALSE(f.cache_->alloc_device(all + f.cache_->options().page_size).has_value());
   EXPECT_EQ(f.cache_->stats().under_evicted_allocations, 0);
-  EXPECT_FALSE(reports(*f.cache_, "evict.under_eviction"));
+  EXPECT_FALSE(load_back_reports(*f.cache_, "evict.under_eviction"));
 }
 
 TEST(UnderEviction, AnAllocatorThatSkipsTheEvictionIsReported) {
@@ -163,12 +168,12 @@ TEST(UnderEviction, AnAllocatorThatSkipsTheEvictionIsReported) {
   // A planted allocator: the SWA pool is full, the tree holds evictable windows, and it
   // gives up without evicting (mutant 368 of issue 11 did this for a shortfall of one slot).
   IndexVector hog = hold_free_swa(f);
-  ASSERT_NE(f.cache_->tree().next_aux_victim(kSwa), nullptr);
+  ASSERT_NE(f.cache_->tree().next_aux_victim(kSwaComponent), nullptr);
   f.cache_->begin_allocation();
-  ASSERT_FALSE(f.cache_->side_pool(kSwa)->alloc_for_request(4).has_value());
+  ASSERT_FALSE(f.cache_->side_pool(kSwaComponent)->alloc_for_request(4).has_value());
   f.cache_->note_failed_allocation();
   EXPECT_EQ(f.cache_->stats().under_evicted_allocations, 1);
-  EXPECT_TRUE(reports(*f.cache_, "evict.under_eviction"));
+  EXPECT_TRUE(load_back_reports(*f.cache_, "evict.under_eviction"));
   f.cache_->free_swa(hog);
 }
 
@@ -179,7 +184,7 @@ TEST(HostBalance, TheCountersAddUpAndAHostCopyDroppedUncountedIsReported) {
   f.cache_->evict(f.cache_->tree().evictable_size());  // backed-up leaves become host-only
   f.cache_->evict_host(8);
   ASSERT_GT(f.cache_->stats().evicted_host_tokens, 0);
-  EXPECT_FALSE(reports(*f.cache_, "stats.host_balance"));
+  EXPECT_FALSE(load_back_reports(*f.cache_, "stats.host_balance"));
   // A planted host eviction that frees a host leaf without counting it.
   TreeNode* victim = f.cache_->tree().next_host_victim();
   ASSERT_NE(victim, nullptr);
@@ -189,7 +194,7 @@ TEST(HostBalance, TheCountersAddUpAndAHostCopyDroppedUncountedIsReported) {
     if (!released.host[t]) continue;
     f.cache_->side_pool(static_cast<ComponentType>(t))->host_slots().free(*released.host[t]);
   }
-  EXPECT_TRUE(reports(*f.cache_, "stats.host_balance"));
+  EXPECT_TRUE(load_back_reports(*f.cache_, "stats.host_balance"));
 }
 
 TEST(IndexBuffersReturned, AnIndexBufferNeverReleasedIsReported) {
@@ -197,19 +202,19 @@ TEST(IndexBuffersReturned, AnIndexBufferNeverReleasedIsReported) {
   f.serve(1, tokens_from(100, 8));
   f.cache_->flush();
   EXPECT_EQ(f.cache_->controller().live_index_buffers(), 0);
-  EXPECT_FALSE(reports(*f.cache_, "transfers.index_buffers_returned"));
+  EXPECT_FALSE(load_back_reports(*f.cache_, "transfers.index_buffers_returned"));
   // A planted transfer that uploads its indices and never gives them back.
   IndexVector host = *f.cache_->host_slots().alloc(4);
   IndexVector dev = *f.cache_->device_slots().alloc(4);
   ResolvedIndices r = f.cache_->controller().move_indices(host, dev);
   EXPECT_EQ(f.cache_->controller().live_index_buffers(), 2);
-  EXPECT_TRUE(reports(*f.cache_, "transfers.index_buffers_returned"));
+  EXPECT_TRUE(load_back_reports(*f.cache_, "transfers.index_buffers_returned"));
   f.cache_->controller().release_after(r, f.cache_->controller().load_stream());
   EXPECT_EQ(f.cache_->controller().live_index_buffers(), 0);
   f.cache_->host_slots().free(host);
   f.cache_->device_slots().free(dev);
   f.cache_->flush();
-  EXPECT_FALSE(reports(*f.cache_, "transfers.index_buffers_returned"));
+  EXPECT_FALSE(load_back_reports(*f.cache_, "transfers.index_buffers_returned"));
 }
 
 }  // namespace

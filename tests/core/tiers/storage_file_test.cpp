@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-PageDigest key_of(Token t) {
+PageDigest file_key_of(Token t) {
   return hash_page(namespace_seed(0), std::vector<Token>{t});
 }
 
@@ -50,14 +50,14 @@ class FileStorageTest : public ::testing::Test {
 
   // Stores `payload_` under key 1 and returns the page file's path.
   fs::path store_one(FileStorage& file) {
-    EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kOk);
-    return file.path_of(key_of(1));
+    EXPECT_EQ(file.set(file_key_of(1), payload_), StorageStatus::kOk);
+    return file.path_of(file_key_of(1));
   }
 
   // get(key 1) with an output that must stay untouched on failure.
   StorageStatus get_one(FileStorage& file) {
     std::vector<std::byte> out{std::byte{42}};
-    const StorageStatus status = file.get(key_of(1), &out);
+    const StorageStatus status = file.get(file_key_of(1), &out);
     if (status != StorageStatus::kOk) {
       EXPECT_EQ(out, std::vector<std::byte>{std::byte{42}});
     }
@@ -79,7 +79,7 @@ TEST_F(FileStorageTest, NeedsAnExistingDirectoryAndNamesFilesByHexKey) {
   FileStorage file(dir_ / "a" / "b");
   ASSERT_TRUE(file.ok());
   const fs::path p = store_one(file);
-  EXPECT_EQ(p, dir_ / "a" / "b" / (to_hex(key_of(1)) + ".kvpage"));
+  EXPECT_EQ(p, dir_ / "a" / "b" / (to_hex(file_key_of(1)) + ".kvpage"));
   EXPECT_TRUE(fs::is_regular_file(p));
   EXPECT_EQ(file.name(), "file");
 }
@@ -97,7 +97,7 @@ TEST_F(FileStorageTest, FileLayoutIsTheDocumentedFormat) {
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload_.data()), payload_.size()));
   EXPECT_TRUE(std::equal(sum.begin(), sum.end(), bytes.begin() + 20,
                          [](uint8_t a, char b) { return a == static_cast<uint8_t>(b); }));
-  const PageDigest key = key_of(1);
+  const PageDigest key = file_key_of(1);
   EXPECT_TRUE(std::equal(key.begin(), key.end(), bytes.begin() + 52,
                          [](uint8_t a, char b) { return a == static_cast<uint8_t>(b); }));
   EXPECT_EQ(bytes[84], 1);
@@ -108,18 +108,18 @@ TEST_F(FileStorageTest, PagesPersistAcrossInstances) {
   {
     FileStorage first(dir_);
     store_one(first);
-    ASSERT_EQ(first.set(key_of(2), std::vector<std::byte>{std::byte{9}}), StorageStatus::kOk);
+    ASSERT_EQ(first.set(file_key_of(2), std::vector<std::byte>{std::byte{9}}), StorageStatus::kOk);
   }
   FileStorage second(dir_);
   EXPECT_EQ(second.page_count(), 2u);
   std::vector<std::byte> out;
-  EXPECT_EQ(second.get(key_of(1), &out), StorageStatus::kOk);
+  EXPECT_EQ(second.get(file_key_of(1), &out), StorageStatus::kOk);
   EXPECT_EQ(out, payload_);
-  EXPECT_EQ(second.get(key_of(2), &out), StorageStatus::kOk);
+  EXPECT_EQ(second.get(file_key_of(2), &out), StorageStatus::kOk);
   EXPECT_EQ(out, std::vector<std::byte>{std::byte{9}});
   // Dedup sees the other instance's pages.
-  EXPECT_EQ(second.set(key_of(1), std::vector<std::byte>{std::byte{0}}), StorageStatus::kOk);
-  EXPECT_EQ(second.get(key_of(1), &out), StorageStatus::kOk);
+  EXPECT_EQ(second.set(file_key_of(1), std::vector<std::byte>{std::byte{0}}), StorageStatus::kOk);
+  EXPECT_EQ(second.get(file_key_of(1), &out), StorageStatus::kOk);
   EXPECT_EQ(out, payload_);
 }
 
@@ -196,16 +196,16 @@ TEST_F(FileStorageTest, ForgedHugeLengthIsCorruptWithoutAllocating) {
 
 TEST_F(FileStorageTest, AnotherPagesFileUnderThisNameIsCorrupt) {
   FileStorage file(dir_);
-  ASSERT_EQ(file.set(key_of(2), payload_), StorageStatus::kOk);
-  fs::rename(file.path_of(key_of(2)), file.path_of(key_of(1)));
+  ASSERT_EQ(file.set(file_key_of(2), payload_), StorageStatus::kOk);
+  fs::rename(file.path_of(file_key_of(2)), file.path_of(file_key_of(1)));
   EXPECT_EQ(get_one(file), StorageStatus::kCorrupt);
   std::vector<std::byte> out;
-  EXPECT_EQ(file.get(key_of(2), &out), StorageStatus::kMiss);
+  EXPECT_EQ(file.get(file_key_of(2), &out), StorageStatus::kMiss);
 }
 
 TEST_F(FileStorageTest, ForeignContentNeverCrashes) {
   FileStorage file(dir_);
-  const fs::path p = file.path_of(key_of(1));
+  const fs::path p = file.path_of(file_key_of(1));
   for (const std::string& junk :
        {std::string("hello"), std::string(84, '\0'), std::string(84, '\xff'),
         std::string("KVSIMPG1") + std::string(200, '\x01'), std::string(5000, 'K')}) {
@@ -219,10 +219,10 @@ TEST_F(FileStorageTest, ADamagedHeaderDoesNotExistAndSetRewritesIt) {
   const fs::path p = store_one(file);
   fs::resize_file(p, 10);
   // Contract 3: exists() is only as good as the header; a set() rewrites the page.
-  EXPECT_FALSE(file.exists(key_of(1)));
-  const std::vector<PageDigest> keys{key_of(1)};
+  EXPECT_FALSE(file.exists(file_key_of(1)));
+  const std::vector<PageDigest> keys{file_key_of(1)};
   EXPECT_EQ(file.batch_exists(keys), 0u);
-  EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kOk);
+  EXPECT_EQ(file.set(file_key_of(1), payload_), StorageStatus::kOk);
   EXPECT_EQ(get_one(file), StorageStatus::kOk);
 }
 
@@ -232,10 +232,10 @@ TEST_F(FileStorageTest, ADamagedPayloadExistsUntilGetFindsItOutAndRemoveThenSetR
   std::vector<char> bytes = read_all(p);
   bytes.back() ^= 1;
   write_all(p, bytes);
-  EXPECT_TRUE(file.exists(key_of(1)));                           // the header is intact
-  EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kOk);  // dedup keeps it
+  EXPECT_TRUE(file.exists(file_key_of(1)));                           // the header is intact
+  EXPECT_EQ(file.set(file_key_of(1), payload_), StorageStatus::kOk);  // dedup keeps it
   EXPECT_EQ(get_one(file), StorageStatus::kCorrupt);
-  file.remove(key_of(1));
+  file.remove(file_key_of(1));
   store_one(file);
   EXPECT_EQ(get_one(file), StorageStatus::kOk);
 }
@@ -245,7 +245,7 @@ TEST_F(FileStorageTest, LeftoverTempFilesAreIgnoredAndCleanedOnConstruction) {
     FileStorage file(dir_);
     store_one(file);
   }
-  const std::string hex = to_hex(key_of(2));
+  const std::string hex = to_hex(file_key_of(2));
   const fs::path leftover = dir_ / (hex + ".tmp.3");
   write_all(leftover, {'j', 'u', 'n', 'k'});
   fs::last_write_time(leftover, fs::file_time_type::clock::now() - std::chrono::hours(2));
@@ -259,13 +259,13 @@ TEST_F(FileStorageTest, LeftoverTempFilesAreIgnoredAndCleanedOnConstruction) {
   EXPECT_FALSE(fs::exists(leftover));
   EXPECT_EQ(file.stale_temps_removed(), 1u);
   EXPECT_EQ(file.page_count(), 1u);
-  EXPECT_FALSE(file.exists(key_of(2)));
+  EXPECT_FALSE(file.exists(file_key_of(2)));
   EXPECT_EQ(get_one(file), StorageStatus::kOk);
   // A temp file appearing later is still not a page.
   write_all(leftover, {'j'});
   EXPECT_EQ(file.page_count(), 1u);
   std::vector<std::byte> out;
-  EXPECT_EQ(file.get(key_of(2), &out), StorageStatus::kMiss);
+  EXPECT_EQ(file.get(file_key_of(2), &out), StorageStatus::kMiss);
 }
 
 TEST_F(FileStorageTest, OtherFilesInTheDirectoryAreIgnoredAndKept) {
@@ -283,12 +283,12 @@ TEST_F(FileStorageTest, OtherFilesInTheDirectoryAreIgnoredAndKept) {
 
 TEST_F(FileStorageTest, DirectoryUnderAPageNameIsNotAPage) {
   FileStorage file(dir_);
-  fs::create_directories(file.path_of(key_of(1)));
-  EXPECT_FALSE(file.exists(key_of(1)));
+  fs::create_directories(file.path_of(file_key_of(1)));
+  EXPECT_FALSE(file.exists(file_key_of(1)));
   EXPECT_EQ(get_one(file), StorageStatus::kMiss);  // foreign (file_storage.h contract 4)
   EXPECT_EQ(file.foreign_count(), 1u);
   EXPECT_EQ(file.page_count(), 0u);
-  EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kIoError);  // cannot rename over it
+  EXPECT_EQ(file.set(file_key_of(1), payload_), StorageStatus::kIoError);  // cannot rename over it
   EXPECT_EQ(file.page_count(), 0u);
   // The failed write leaves no temp file behind.
   size_t entries = 0;
@@ -304,11 +304,11 @@ TEST_F(FileStorageTest, UnusableDirectoryReportsErrorsAsValues) {
   write_all(dir_ / "plain-file", {'x'});
   FileStorage file(dir_ / "plain-file");  // a file, not a directory
   EXPECT_FALSE(file.ok());
-  EXPECT_EQ(file.set(key_of(1), payload_), StorageStatus::kIoError);
-  EXPECT_FALSE(file.exists(key_of(1)));
+  EXPECT_EQ(file.set(file_key_of(1), payload_), StorageStatus::kIoError);
+  EXPECT_FALSE(file.exists(file_key_of(1)));
   EXPECT_EQ(get_one(file), StorageStatus::kMiss);
   EXPECT_EQ(file.page_count(), 0u);
-  file.remove(key_of(1));
+  file.remove(file_key_of(1));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ using testing::host;
 using testing::seq;
 using Calls = std::vector<std::pair<size_t, size_t>>;
 
-constexpr int64_t kTwo32 = int64_t{1} << 32;
+constexpr int64_t kWideTwo32 = int64_t{1} << 32;
 
 std::vector<int64_t> wide(const std::vector<Token>& t) {
   return std::vector<int64_t>(t.begin(), t.end());
@@ -71,8 +71,8 @@ TEST_F(WideInsertTest, InRangeWideIdsMatchLikeTokens) {
 }
 
 TEST_F(WideInsertTest, MatchStopsBeforeAnIdOutsideTokenRangeInTheSecondPage) {
-  const std::vector<int64_t> bads = {kTwo32 + 6, int64_t{1} << 31, -(int64_t{1} << 31) - 1,
-                                     -kTwo32 + 6, std::numeric_limits<int64_t>::max()};
+  const std::vector<int64_t> bads = {kWideTwo32 + 6, int64_t{1} << 31, -(int64_t{1} << 31) - 1,
+                                     -kWideTwo32 + 6, std::numeric_limits<int64_t>::max()};
   for (size_t i = 0; i < bads.size(); ++i) {
     const Namespace ns = i + 1;
     // The stored key holds, at position 5, what the bad id would truncate to.
@@ -96,13 +96,13 @@ TEST(WideMatch, PageSizeOneStopsRightBeforeTheBadId) {
   std::vector<Token> key = seq(1, 10);
   tree.insert(0, key, dev(100, 10));
   std::vector<int64_t> ids = wide(key);
-  ids[5] = ids[5] + kTwo32;
+  ids[5] = ids[5] + kWideTwo32;
   EXPECT_EQ(tree.match_prefix(0, std::span<const int64_t>(ids)).device_hit_length(), 5);
 }
 
 TEST_F(WideInsertTest, BadIdInTheUnalignedTailIsIgnored) {
   std::vector<int64_t> ids = wide(seq(1, 14));
-  ids[13] = kTwo32;
+  ids[13] = kWideTwo32;
   Calls calls;
   InsertResult r = tree_.insert(0, std::span<const int64_t>(ids), [&](size_t b, size_t e) {
     calls.emplace_back(b, e);
@@ -123,14 +123,14 @@ TEST_F(WideInsertTest, OutOfRangeInsertThrowsWithTheTreeUnchanged) {
   // Partial match of the 12-token node (it would be split at 4): first difference in range.
   cases.push_back({wide(seq(1, 12)), 6});
   cases.back().ids[5] = 99;
-  cases.back().ids[6] = kTwo32 + 7;
+  cases.back().ids[6] = kWideTwo32 + 7;
   // The bad id is itself the first difference (it truncates to the stored 7).
   cases.push_back({wide(seq(1, 12)), 6});
-  cases.back().ids[6] = kTwo32 + 7;
+  cases.back().ids[6] = kWideTwo32 + 7;
   // Two pages later than the split point.
   cases.push_back({wide(seq(1, 16)), 10});
   cases.back().ids[5] = 99;
-  cases.back().ids[10] = -kTwo32;
+  cases.back().ids[10] = -kWideTwo32;
   // Below the whole node: a new leaf only.
   cases.push_back({wide(seq(1, 20)), 17});
   cases.back().ids[17] = std::numeric_limits<int64_t>::min();
