@@ -31,6 +31,7 @@ def extra_key_of_ns(ns):
 
 
 _TB_TO = torch._C._TensorBase.to
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 def _as_int64(t):
@@ -607,12 +608,18 @@ def check_storage_content(target, nodes):
         hashes, host_value = node.hash_value, node.host_value
         if hashes is None or host_value is None:
             continue
+        starts = None  # host_value[i * ps] of each page i, read at once when all are in range
         for i, key in enumerate(hashes):
             entry = pages.get(key)
             if entry is None or entry[0].numel() != entry[1]:
                 continue
             with torch._C.DisableTorchFunction():
-                host = hp.get_data_page(int(host_value[i * ps]), flat=True) \
+                if starts is None:
+                    hv = host_value.as_subclass(torch.Tensor) if isinstance(host_value, torch.Tensor) else None
+                    starts = hv[::ps].tolist() if hv is not None and hv.dim() == 1 and hv.dtype in _INT_DTYPES \
+                        and (len(hashes) - 1) * ps < hv.shape[0] else False
+                start = starts[i] if starts else int(host_value[i * ps])
+                host = hp.get_data_page(start, flat=True) \
                     .as_subclass(torch.Tensor).reshape(-1)
                 stored = entry[0].as_subclass(torch.Tensor).reshape(-1)
                 if stored.dtype != host.dtype:
