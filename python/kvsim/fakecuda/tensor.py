@@ -84,12 +84,24 @@ def _scan(x, seen, scalar_ok=True):
             _scan(y, seen, scalar_ok=False)
 
 
+# Ops whose tensor arguments are not read through TensorIterator: CUDA checks every tensor's
+# device there and lets no 0-dim CPU tensor pass as a scalar (recorded on an H200:
+# ``cuda.index_select(0, cpu_0dim)`` raises).
+# Only ops whose every tensor argument is an index or a source of the same rank are listed
+# (index_fill_'s 0-dim value tensor, for one, is read as a number).
+_NO_CPU_SCALARS = frozenset({
+    "index_select", "gather", "take", "scatter_add", "scatter_add_", "index_add", "index_add_",
+    "index_copy", "index_copy_", "embedding",
+})
+
+
 def _check_same_device(func, args, kwargs):
     seen = []
+    scalar_ok = _describe(func) not in _NO_CPU_SCALARS
     for a in args:
-        _scan(a, seen)
+        _scan(a, seen, scalar_ok)
     for a in kwargs.values():
-        _scan(a, seen)
+        _scan(a, seen, scalar_ok)
     if len(seen) > 1:
         raise _mix_error(seen[0] == 1, func)
 
