@@ -67,15 +67,19 @@ def test_a_prefill_step_without_a_mamba_slot_is_deferred():
     assert r["ok"] and r["computed"] is True and "violation" not in r, r
 
 
-@pytest.mark.parametrize("tag,mamba", [(PARENT_000, True), (FIX_000, True), (PARENT_001, True), (FIX, True),
-                                       (NEWEST, False)])
-def test_capabilities_offer_mamba_where_it_runs(tag, mamba):
-    """The hunt draws Mamba units where the revision builds HiMambaRadixCache and its MambaPoolHost
-    takes both drawn host layouts; the August snapshot's asserts page-first layouts only."""
+BOTH = ["layer_first", "page_first"]
+
+
+@pytest.mark.parametrize("tag,layouts", [(PARENT_000, BOTH), (FIX_000, BOTH), (PARENT_001, BOTH), (FIX, BOTH),
+                                         (NEWEST, ["page_first"])])
+def test_capabilities_offer_mamba_with_the_host_layouts_it_takes(tag, layouts):
+    """The hunt draws Mamba units where the revision builds HiMambaRadixCache, with the host layouts
+    its MambaPoolHost takes: both in April-May 2026, page-first only at the August snapshot."""
     d = driver(tag)
     plain = {"cache": {k: v for k, v in SCENARIO["cache"].items() if k != "mamba_device_states"}}
     caps = hello(d, plain)["sglang"]["capabilities"]
-    assert caps["mamba"] is mamba and caps["mamba_buildable"] is True, caps
+    assert caps["mamba"] is True and caps["mamba_buildable"] is True, caps
+    assert caps["mamba_host_layouts"] == layouts, caps
 
 
 def test_newest_snapshot_builds_and_runs_the_round_trip():

@@ -9,10 +9,12 @@ Components (each True or False):
   tier, not beside Mamba (hybrid.py);
 - mamba: FULL + Mamba with HiCache through HiMambaRadixCache (mamba.py: page_size 1, HiCache
   only, no storage tier, nothing beside it; admission as SGLang's, mamba_admission.py), offered to
-  the hunt where SGLang's MambaPoolHost takes both host layouts the swarm draws (layer_first and
-  page_first: April-May 2026). The August 2026 snapshot's MambaPoolHost asserts page-first
-  layouts only, so there `mamba` is false and `mamba_buildable` true (the target builds and runs
-  with a page-first host layout; a drawn layer_first unit would stop at SGLang's assert);
+  the hunt where SGLang's MambaPoolHost takes at least one host layout the swarm draws;
+- mamba_host_layouts: those host layouts (both, layer_first and page_first, April-May 2026; the
+  August 2026 snapshot's MambaPoolHost asserts page-first layouts, so there only page_first, and
+  the hunt sets a Mamba unit's host layout to it). A reply without this key (an older driver)
+  means both;
+- mamba_buildable: HiMambaRadixCache builds, whatever host layouts MambaPoolHost takes;
 - pd: PD decode's retract / resume through SGLang's MetadataBuffers (disaggregation/utils.py);
 - sparse_index: SGLang's NSA / DSA pool in memory_pool.py."""
 
@@ -49,13 +51,18 @@ def _module_or_none(mods, name):
 
 
 def capabilities(mods):
-    """{component: bool} for the loaded revision (see the module's docstring)."""
+    """{component: bool} and mamba_host_layouts (a list) for the loaded revision (see the module's
+    docstring)."""
     from kvsim.sglang_target.retract_pool import nsa_class  # noqa: PLC0415
     utils = _module_or_none(mods, "sglang.srt.disaggregation.utils")
     mem_pool = _module_or_none(mods, f"{MC}.memory_pool")
+    buildable = _mamba_ok(mods)
+    refused = _mamba_host_layouts_refused(mods)
+    layouts = [layout for layout in SWARM_HOST_LAYOUTS if layout not in refused] if buildable else []
     return {"swa": swa_unsupported_reason(mods) is None,
-            "mamba": _mamba_ok(mods) and not _mamba_host_layouts_refused(mods),
-            "mamba_buildable": _mamba_ok(mods),
+            "mamba": bool(layouts),
+            "mamba_host_layouts": layouts,
+            "mamba_buildable": buildable,
             "pd": utils is not None and isinstance(getattr(utils, "MetadataBuffers", None), type),
             "sparse_index": mem_pool is not None and nsa_class(mem_pool) is not None}
 
