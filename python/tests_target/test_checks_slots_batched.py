@@ -43,6 +43,13 @@ def _agree(target, nodes, reqs):
     batched = checks._slots_ok_batched(target, nodes, reqs)
     walk = checks._check_slots_by_owner(target, nodes, reqs)
     assert batched == (walk is None), (batched, walk)
+    # the driver's form: one join of the nodes' values shared with the content check; nodes
+    # with no slots (an empty or no value) own no page and are left out of that join
+    empty = [SimpleNamespace(id=100, value=torch.zeros(0, dtype=torch.int64)), SimpleNamespace(id=101, value=None)]
+    for some in (nodes, empty + nodes, nodes[:1] + empty + nodes[1:]):
+        shared = checks.NodeValues(some)
+        assert checks._slots_ok_batched(target, some, reqs, shared) == batched
+        assert checks.check_slots(target, some, reqs, shared) == walk
     return walk
 
 

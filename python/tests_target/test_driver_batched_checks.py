@@ -20,8 +20,13 @@ def _both(d):
     t = d.target
     nodes = checks.walk(t.cache.root_node)
     reqs = list(d.reqs.values())
-    return ((checks.check_content_full(t), checks._content_full_by_node(t)),
-            (checks.check_slots(t, nodes, reqs), checks._check_slots_by_owner(t, nodes, reqs)))
+    content, slots = checks.check_content_full(t), checks.check_slots(t, nodes, reqs)
+    # the driver's form (one walk, one join of the nodes' values for both checks) says the same
+    shared = checks.NodeValues(nodes)
+    assert checks.check_slots(t, nodes, reqs, shared) == slots
+    assert checks.check_content_full(t, nodes, shared) == content
+    return ((content, checks._content_full_by_node(t)),
+            (slots, checks._check_slots_by_owner(t, nodes, reqs)))
 
 
 @pytest.mark.parametrize("tag", [NEWEST, SEED004])
@@ -71,6 +76,23 @@ def test_overwritten_host_bytes_are_named_as_the_walk_names_them():
         (content, content_walk), _ = _both(d)
         assert content is not None and content == content_walk, (content, content_walk)
         assert content.invariant == "content" and "host KV" in content.detail
+    finally:
+        d.close()
+
+
+def test_a_walk_that_is_not_the_trees_falls_back_to_the_node_by_node_walk():
+    """The content check given walked nodes follows walk()'s order to know each node's prefix;
+    a list that is not the tree's walk (a node missing) is not checked batched but walked."""
+    from kvsim.sglang_target import checks
+    d = make_driver(SEED004)
+    try:
+        hello(d)
+        run(d, lifecycle("a", A) + [{"call": "flush"}] + lifecycle("c", C) + [{"call": "flush"}])
+        nodes = checks.walk(d.target.cache.root_node)
+        assert len(nodes) >= 2, "the sequence leaves two nodes"
+        assert checks._content_full_batched(d.target, nodes)
+        assert not checks._content_full_batched(d.target, nodes[:-1])
+        assert checks.check_content_full(d.target, nodes[:-1]) is None  # the walk: clean
     finally:
         d.close()
 

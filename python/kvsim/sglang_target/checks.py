@@ -52,6 +52,30 @@ def walk(root):
     return out
 
 
+class NodeValues:
+    """The walked nodes' device values (those with a first dimension), joined once in walk order
+    as a plain int64 tensor, for the slots and content checks of one call. Made anew for each
+    call, never kept: the fake device writes through aliases that do not bump a tensor's version
+    counter, so a join from an earlier call could hold stale indices unseen."""
+    __slots__ = ("nodes", "_joined")
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+        self._joined = None
+
+    def joined(self):
+        """(joined values, each node's length): raises as the join does (callers fall back)."""
+        if self._joined is None:
+            with torch._C.DisableTorchFunction():
+                vals = [v for v in (node.value for node in self.nodes) if v is not None and v.shape[0]]
+                joined = _as_int64(torch.cat(vals).as_subclass(torch.Tensor)) if vals else \
+                    torch.empty(0, dtype=torch.int64)
+                if joined.dim() != 1:
+                    raise ValueError("node values are not 1-D index tensors")
+                self._joined = (joined, [int(v.shape[0]) for v in vals])
+        return self._joined
+
+
 def _pages(t, ps):
     if t is None or len(t) == 0:
         return []
@@ -126,45 +150,48 @@ def check_tree_shape(target, nodes):
     return None
 
 
-def check_slots(target, nodes, requests):
+def check_slots(target, nodes, requests, values=None):
     """Device pages: tree nodes + requests' own rows + the allocator's free list (+ injected
     holds) are disjoint and cover pages 1..num_pages (page 0 is SGLang's padding page).
 
     Checked in a few batched tensor ops; only when those see a page owned twice or a page of
-    1..num_pages unowned does the owner-by-owner walk run, to name the owners as it always has."""
+    1..num_pages unowned does the owner-by-owner walk run, to name the owners as it always has.
+    `values`: these nodes' NodeValues, when the caller shares one join with the content check."""
     try:
-        if _slots_ok_batched(target, nodes, requests):
+        if _slots_ok_batched(target, nodes, requests, values):
             return None
     except Exception:  # noqa: BLE001 - the walk below reports it as it always did
         pass
     return _check_slots_by_owner(target, nodes, requests)
 
 
-def _slots_ok_batched(target, nodes, requests):
+def _slots_ok_batched(target, nodes, requests, values=None):
     """True when the owners' pages (each owner's pages counted once, as _pages does; the free
     lists' entries each once) hold no page twice and cover 1..num_pages.
 
     One sort of (page, owner) keys, each free-list entry an owner of its own: equal keys are one
-    owner's slots of one page (counted once); two different keys of one page are two owners."""
+    owner's slots of one page (counted once); two different keys of one page are two owners.
+    A node with an empty value owns no page, so only nodes with slots are owners (NodeValues)."""
     ps = target.cfg.page_size
     rtp = target.req_to_token_pool
     alloc = target.allocator
     free = [alloc.free_pages] + ([alloc.release_pages] if getattr(alloc, "release_pages", None) is not None else [])
     with torch._C.DisableTorchFunction():
         # slots of the tree's nodes, the requests' own rows, injected holds: one owner each
-        owned = [node.value for node in nodes if node.value is not None]
+        node_slots, node_lengths = (values or NodeValues(nodes)).joined()
         rows = rtp.req_to_token.as_subclass(torch.Tensor)
-        owned += [rows[req.req_pool_idx, req.cache_protected_len: req.kv_allocated_len]
+        others = [rows[req.req_pool_idx, req.cache_protected_len: req.kv_allocated_len]
                   for req in requests if req.req_pool_idx is not None]
-        owned += [held for held in target.held_device if held is not None]
+        others += [held for held in target.held_device if held is not None]
+        owned = ([node_slots] if node_lengths else []) + others
         # (free lists hold page ids when ps > 1, slot ids (= pages) when ps == 1)
         frees = [_as_int64(t.as_subclass(torch.Tensor).reshape(-1)) for t in free]
-        k = len(owned)
+        k = len(node_lengths) + len(others)
         n_free = sum(int(f.shape[0]) for f in frees)
         m = k + n_free  # owner ids: 0..k-1 the owners above, k.. one per free-list entry
         pages, owner = [], []
         if owned:
-            lengths = torch.tensor([o.numel() for o in owned], dtype=torch.int64)
+            lengths = torch.tensor(node_lengths + [o.numel() for o in others], dtype=torch.int64)
             # (1-D index tensors: a cat of anything else raises, and the walk reports)
             pages.append(torch.div(_as_int64(torch.cat(owned)), ps, rounding_mode="floor"))
             owner.append(torch.repeat_interleave(torch.arange(k, dtype=torch.int64), lengths))
@@ -286,14 +313,16 @@ def _node_hashes(ns, seed, depth, tokens):
     return hashes, base
 
 
-def check_content_full(target):
+def check_content_full(target, nodes=None, values=None):
     """Every cached node's device and host bytes equal the content of its prefix.
 
     One batched read and compare of all nodes (a few tensor ops per check instead of a few per
     node); only when that finds a difference (or raises) does the node-by-node walk run, to name
-    the first differing node exactly as it always has."""
+    the first differing node exactly as it always has. `nodes`: walk(root) of the tree as it is
+    now, when the caller has walked it already; `values`: their NodeValues, shared with the
+    slots check of the same call."""
     try:
-        if _content_full_batched(target):
+        if _content_full_batched(target, nodes, values):
             return None
     except Exception:  # noqa: BLE001 - the node-by-node walk reports it as it always did
         pass
@@ -310,22 +339,26 @@ def _content_scope(target):
     return check_device, check_host
 
 
-def _content_full_batched(target):
+def _content_full_batched(target, nodes=None, values=None):
     """True when every node's bytes equal the content function (same walk, same scope as
     _content_full_by_node, all positions compared at once, on plain tensors: the device's own
     read path, copy_to_host, still makes the one host copy). A node's expected bytes are made
     once per (prefix, shape) and kept (_node_expected); a check whose nodes' prefixes are the
     previous check's, in the same order, reuses the previous check's concatenation of them."""
     root = target.cache.root_node
+    if nodes is None:
+        nodes = walk(root)
     check_device, check_host = _content_scope(target)
     cfg = target.cfg
     layers, width = cfg.layer_count, cfg.head_dim
-    dev_idx, dev_exp, host_idx, host_exp = [], [], [], []
-    stack = [(c, None, 0) for c in reversed(list(root.children.values()))]
+    dev_exp, host_idx, host_exp = [], [], []
+    # walk()'s order is a stack's: each node pops one entry and pushes one per child, all with
+    # the same (parent's last hash, depth below it), so a stack of those alone follows the walk.
+    stack = [(None, 0)] * len(root.children)
     memo_get = _HASH_MEMO.get
     with torch._C.DisableTorchFunction():
-        while stack:
-            node, seed, depth = stack.pop()
+        for node in nodes:
+            seed, depth = stack.pop()
             key = node.key
             n = len(key)
             extra = key.extra_key
@@ -334,7 +367,6 @@ def _content_full_batched(target):
             entry = memo_get((ns, seed, depth, tokens)) or _node_entry(ns, seed, depth, tokens)
             value, host_value = node.value, node.host_value
             if check_device and value is not None and value.shape[0]:
-                dev_idx.append(value)
                 dev_exp.append(entry)
             if check_host and host_value is not None and host_value.shape[0]:
                 host_idx.append(host_value)
@@ -342,9 +374,11 @@ def _content_full_batched(target):
             if node.children:
                 hashes = entry[0]
                 last = hashes[-1] if hashes else seed
-                stack.extend([(c, last, depth + n) for c in reversed(list(node.children.values()))])
-        if dev_idx:
-            idx = _as_int64(torch.cat(dev_idx).as_subclass(torch.Tensor))
+                stack.extend([(last, depth + n)] * len(node.children))
+        if stack:
+            return False  # the tree is not the walked one (the node-by-node walk reads it afresh)
+        if dev_exp:
+            idx = (values or NodeValues(nodes)).joined()[0]
             pool = target.kv_pool
             # [2 layers, rows, ...] of K then V, gathered at once: [2 layers, positions, ...]
             bufs = torch.stack([b.as_subclass(torch.Tensor) for b in pool.k_buffer[:layers]]

@@ -193,12 +193,22 @@ class Driver(StorageCalls, RetractCalls):
         if v is not None:
             return v
         reqs = list(self.reqs.values())
+        # The slots and content checks of this call share one join of the walked nodes' values
+        # and the content check the walk itself (the checks between them change nothing).
+        shared = []
+
+        def values(nodes):
+            if not shared:
+                shared.append(checks.NodeValues(nodes))
+            return shared[0]
         return self.run_full_checks(
             call,
             (lambda nodes: checks.check_residency(t, nodes), lambda nodes: checks.check_locks(t, nodes),
-             lambda nodes: checks.check_tree_shape(t, nodes), lambda nodes: checks.check_slots(t, nodes, reqs),
+             lambda nodes: checks.check_tree_shape(t, nodes),
+             lambda nodes: checks.check_slots(t, nodes, reqs, values(nodes)),
              lambda nodes: checks.check_storage_keys(t, nodes), lambda nodes: self._retract_check()),
-            lambda nodes: checks.check_content_full(t) or checks.check_storage_content(t, nodes))
+            lambda nodes: checks.check_content_full(t, nodes, values(nodes))
+            or checks.check_storage_content(t, nodes))
 
     def run_full_checks(self, call, node_checks, content_check):
         """When a full check is due (_full_check_due): walks the tree once, runs `node_checks` (each
