@@ -14,8 +14,8 @@
 # their own compile definitions or options (they must not leak into their batch-mates), files
 # that skip the target's precompiled header, and files that #undef a macro (they configure a
 # header before including it, as probe_off_test.cpp does: an include guard would hand the batch
-# whichever configuration came first). Call it
-# in the CMakeLists.txt that made the target, after its sources are all added.
+# whichever configuration came first). Call it in the CMakeLists.txt that made the target,
+# after its sources are all added.
 set(KVSIM_UNITY_BATCH 8 CACHE STRING "Files per unity batch (KVSIM_UNITY)")
 
 function(kvsim_unity target)

@@ -70,8 +70,8 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   # Seeds 1-${KVSIM_CI_SEEDS:-300} of every scenario (ctest's sweep label is the first 100),
   # one scenario at a time over every core (--jobs; two scenarios side by side left a core idle
   # for the last ~40 s: two scenarios take 60-85 s, the rest 10-17); file_storage_budget (a
-  # file per page) and mooncake_synthetic (9 s a seed) as in ctest plus the extra CI seeds. A failing seed leaves its op trace in
-  # build/ci-sweep/; each scenario's JSON Lines (a line per seed, then the sweep with its probe
+  # file per page) and mooncake_synthetic (9 s a seed) as in ctest plus the extra CI seeds. A
+  # failing seed leaves its op trace in build/ci-sweep/; each scenario's JSON Lines (a line per seed, then the sweep with its probe
   # report) stay there for the probe sweep.
   seeds="${KVSIM_CI_SEEDS:-300}"
   echo "== [${SECONDS} s] simulator sweep: seeds 1-$seeds of every scenario"
