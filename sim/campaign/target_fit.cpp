@@ -1,5 +1,8 @@
 #include "sim/campaign/target_fit.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/model/sglang_cache.h"
@@ -20,10 +23,31 @@ TargetCapabilities capabilities_of(const Target& target) {
   // HiCache (hybrid.py), PD decode's retract-resume and the sparse index through SGLang's own
   // MetadataBuffers and NSA pool (retract.py).
   const nlohmann::json c = sglang_capabilities(target);
-  return TargetCapabilities{.swa = c.value("swa", false),
-                            .mamba = c.value("mamba", false),
-                            .sparse_index = c.value("sparse_index", false),
-                            .pd = c.value("pd", false)};
+  TargetCapabilities can{.swa = c.value("swa", false),
+                         .mamba = c.value("mamba", false),
+                         .sparse_index = c.value("sparse_index", false),
+                         .pd = c.value("pd", false)};
+  // Absent (a driver from before the key): MambaPoolHost takes both layouts.
+  if (c.contains("mamba_host_layouts"))
+    can.mamba_host_layouts = host_layouts_from_json(c.at("mamba_host_layouts"));
+  return can;
+}
+
+std::vector<KVLayout> host_layouts_from_json(const nlohmann::json& names) {
+  if (!names.is_array())
+    throw std::invalid_argument("capabilities.mamba_host_layouts: not a list: " + names.dump());
+  std::vector<KVLayout> layouts;
+  for (const nlohmann::json& name : names) {
+    if (name == "layer_first") {
+      layouts.push_back(KVLayout::kLayerFirst);
+    } else if (name == "page_first") {
+      layouts.push_back(KVLayout::kPageFirst);
+    } else {
+      throw std::invalid_argument("capabilities.mamba_host_layouts: unknown layout " + name.dump() +
+                                  " (layer_first, page_first)");
+    }
+  }
+  return layouts;
 }
 
 namespace {
@@ -69,7 +93,8 @@ std::vector<std::string> fit_to_capabilities(Scenario& s, const TargetCapabiliti
       s.cache.swa_host_tokens = 0;
       off.emplace_back("swa");
     }
-    if (s.cache.has_mamba() && (!can.mamba || s.cache.has_swa())) {
+    if (s.cache.has_mamba() &&
+        (!can.mamba || can.mamba_host_layouts.empty() || s.cache.has_swa())) {
       s.cache.mamba_device_states = 0;
       s.cache.mamba_host_states = 0;
       off.emplace_back("mamba");
@@ -78,6 +103,14 @@ std::vector<std::string> fit_to_capabilities(Scenario& s, const TargetCapabiliti
       // HiMambaRadixCache without the Mamba extra buffer: 1-token pages.
       s.cache.page_size = 1;
       off.emplace_back("mamba_page_size");
+    }
+    if (s.cache.has_mamba() &&
+        std::find(can.mamba_host_layouts.begin(), can.mamba_host_layouts.end(),
+                  s.cache.host_layout) == can.mamba_host_layouts.end()) {
+      // One host layout for every host pool (SGLang's hicache_mem_layout), so the FULL host pool
+      // takes it too.
+      s.cache.host_layout = can.mamba_host_layouts.front();
+      off.emplace_back("mamba_host_layout");
     }
     if (s.cache.has_swa() || s.cache.has_mamba()) fit_hybrid_tree_alone(s, off);
   }

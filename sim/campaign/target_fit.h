@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/config/scenario.h"
 #include "sim/model/target.h"
 
@@ -20,6 +22,9 @@ struct TargetCapabilities {
   // FULL + SWA UnifiedRadixCache); likewise the Mamba component.
   bool swa = false;
   bool mamba = false;
+  // The host layouts the Mamba component runs with (SGLang's MambaPoolHost asserts page-first
+  // layouts at the August 2026 snapshot): a Mamba unit drawn with another gets the first of these.
+  std::vector<KVLayout> mamba_host_layouts = {KVLayout::kLayerFirst, KVLayout::kPageFirst};
   bool sparse_index = false;
   bool pd = false;
   // A file store with a byte budget, or one reused from an earlier run (SGLang's HiCacheFile has
@@ -31,6 +36,10 @@ struct TargetCapabilities {
 };
 
 TargetCapabilities capabilities_of(const Target& target);
+
+// The driver's `mamba_host_layouts` (["layer_first", "page_first"] or a part); throws
+// std::invalid_argument on anything else.
+std::vector<KVLayout> host_layouts_from_json(const nlohmann::json& names);
 
 // Turns off what `target` cannot run; returns what it turned off ("swa", "mamba", ...), empty
 // when the scenario runs as drawn.

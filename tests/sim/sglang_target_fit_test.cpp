@@ -2,7 +2,8 @@
 // can build (python/kvsim/sglang_target/hybrid_capabilities.py), and the hunt turns off in each
 // drawn unit only what that revision cannot run. At seed 002's parent (May 2026, FULL + SWA
 // UnifiedRadixCache) the blind hunt draws SWA units on its own; at the newest snapshot (the
-// August tree rewrite, which the hybrid target does not drive) it turns SWA off. Skips where
+// August tree rewrite, which the hybrid target does not drive) it turns SWA off and runs Mamba
+// units with a page-first host layout, the only one its MambaPoolHost takes. Skips where
 // Debian's torch or the SGLang bundle is absent.
 #include <gtest/gtest.h>
 
@@ -45,17 +46,43 @@ TEST_F(SglangTargetFit, TheDriverReportsWhatEachRevisionBuilds) {
   const nlohmann::json newest = sglang_capabilities(at("sglang-6ed5780c4f"));
   EXPECT_TRUE(parent.at("swa").get<bool>()) << parent.dump();
   EXPECT_FALSE(newest.at("swa").get<bool>()) << newest.dump();
-  // FULL + Mamba (HiMambaRadixCache) is offered to the hunt where it runs with both drawn host
-  // layouts (April-May 2026); the August snapshot builds it but its MambaPoolHost takes
-  // page-first layouts only (python/kvsim/sglang_target/hybrid_capabilities.py).
+  // FULL + Mamba (HiMambaRadixCache) runs with both drawn host layouts in April-May 2026; the
+  // August snapshot's MambaPoolHost takes page-first layouts only
+  // (python/kvsim/sglang_target/hybrid_capabilities.py).
   const nlohmann::json april = sglang_capabilities(at("sglang-21835fb0af"));
   EXPECT_TRUE(april.at("mamba_buildable").get<bool>()) << april.dump();
   EXPECT_TRUE(april.at("mamba").get<bool>()) << april.dump();
+  EXPECT_EQ(capabilities_of(at("sglang-21835fb0af")).mamba_host_layouts,
+            (std::vector<KVLayout>{KVLayout::kLayerFirst, KVLayout::kPageFirst}));
   EXPECT_TRUE(capabilities_of(at("sglang-21835fb0af")).mamba);
   EXPECT_TRUE(newest.at("mamba_buildable").get<bool>()) << newest.dump();
-  EXPECT_FALSE(newest.at("mamba").get<bool>()) << newest.dump();
+  EXPECT_TRUE(newest.at("mamba").get<bool>()) << newest.dump();
+  EXPECT_EQ(capabilities_of(at("sglang-6ed5780c4f")).mamba_host_layouts,
+            (std::vector<KVLayout>{KVLayout::kPageFirst}));
   EXPECT_TRUE(capabilities_of(at("sglang-c016246b0f")).swa);
   EXPECT_FALSE(capabilities_of(at("sglang-6ed5780c4f")).swa);
+}
+
+TEST_F(SglangTargetFit, TheBlindHuntDrawsMambaUnitsAtTheNewestSnapshotPageFirst) {
+  // The same seeds at April 2026 (both layouts taken) and at the August snapshot (page-first
+  // only): the same units keep Mamba; at the snapshot each runs page-first.
+  const std::vector<HuntUnit> april = swarm_units(at("sglang-21835fb0af"), 60);
+  const std::vector<HuntUnit> newest = swarm_units(at("sglang-6ed5780c4f"), 60);
+  int mamba = 0;
+  int moved = 0;
+  for (size_t i = 0; i < newest.size(); ++i) {
+    const HiCacheOptions& a = april[i].scenario.cache;
+    const HiCacheOptions& n = newest[i].scenario.cache;
+    EXPECT_EQ(a.has_mamba(), n.has_mamba()) << i;
+    if (!n.has_mamba()) continue;
+    ++mamba;
+    EXPECT_EQ(n.host_layout, KVLayout::kPageFirst) << i;
+    EXPECT_TRUE(n.hierarchical) << i;
+    EXPECT_EQ(n.page_size, 1) << i;
+    if (a.host_layout == KVLayout::kLayerFirst) ++moved;
+  }
+  EXPECT_GT(mamba, 0);
+  EXPECT_GT(moved, 0);  // some were drawn layer-first: the fit, not the draw, made them page-first
 }
 
 TEST_F(SglangTargetFit, TheBlindHuntDrawsSwaUnitsOnlyWhereTheRevisionRunsThem) {

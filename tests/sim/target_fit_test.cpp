@@ -2,8 +2,11 @@
 // capabilities are given, as an SGLang revision's driver would report them.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "sim/campaign/target_fit.h"
 #include "sim/config/scenario.h"
@@ -67,6 +70,55 @@ TEST(TargetFit, ARevisionWithoutHybridTreesTurnsBothOffAndKeepsStorage) {
   EXPECT_FALSE(s.cache.has_mamba());
   EXPECT_TRUE(s.storage);
   EXPECT_EQ(s.cache.page_size, 4);
+}
+
+TEST(TargetFit, AMambaUnitTakesTheOnlyHostLayoutTheRevisionRunsMambaWith) {
+  // The August 2026 snapshot: MambaPoolHost asserts page-first layouts, so a Mamba unit drawn
+  // layer-first keeps Mamba and runs page-first (every host pool: one layout).
+  const TargetCapabilities page_first_only{.mamba = true,
+                                           .mamba_host_layouts = {KVLayout::kPageFirst}};
+  Scenario s = swa_mamba_storage();
+  s.cache.host_layout = KVLayout::kLayerFirst;
+  const std::vector<std::string> off = fit_to_capabilities(s, page_first_only, false);
+  EXPECT_EQ(off, (std::vector<std::string>{"swa", "mamba_page_size", "mamba_host_layout",
+                                           "storage"}));
+  EXPECT_TRUE(s.cache.has_mamba());
+  EXPECT_EQ(s.cache.host_layout, KVLayout::kPageFirst);
+  // Drawn page-first, it runs as drawn there.
+  Scenario page_first = swa_mamba_storage();
+  page_first.cache.host_layout = KVLayout::kPageFirst;
+  EXPECT_EQ(fit_to_capabilities(page_first, page_first_only, false),
+            (std::vector<std::string>{"swa", "mamba_page_size", "storage"}));
+  // Both layouts taken (April-May 2026): a layer-first unit keeps its layout.
+  Scenario both = swa_mamba_storage();
+  both.cache.host_layout = KVLayout::kLayerFirst;
+  fit_to_capabilities(both, TargetCapabilities{.mamba = true}, false);
+  EXPECT_EQ(both.cache.host_layout, KVLayout::kLayerFirst);
+  // A unit without Mamba keeps its layer-first host pool.
+  Scenario plain = default_scenario();
+  plain.cache.hierarchical = true;
+  plain.cache.host_layout = KVLayout::kLayerFirst;
+  EXPECT_TRUE(fit_to_capabilities(plain, page_first_only, false).empty());
+  EXPECT_EQ(plain.cache.host_layout, KVLayout::kLayerFirst);
+}
+
+TEST(TargetFit, MambaWithNoHostLayoutItTakesIsTurnedOff) {
+  Scenario s = swa_mamba_storage();
+  const std::vector<std::string> off = fit_to_capabilities(
+      s, TargetCapabilities{.mamba = true, .mamba_host_layouts = {}}, false);
+  EXPECT_EQ(off, (std::vector<std::string>{"swa", "mamba"}));
+  EXPECT_FALSE(s.cache.has_mamba());
+}
+
+TEST(TargetFit, TheDriversHostLayoutsAreParsedAndBadOnesRefused) {
+  EXPECT_EQ(host_layouts_from_json(nlohmann::json::parse(R"(["page_first"])")),
+            (std::vector<KVLayout>{KVLayout::kPageFirst}));
+  EXPECT_EQ(host_layouts_from_json(nlohmann::json::parse(R"(["layer_first", "page_first"])")),
+            (std::vector<KVLayout>{KVLayout::kLayerFirst, KVLayout::kPageFirst}));
+  EXPECT_TRUE(host_layouts_from_json(nlohmann::json::array()).empty());
+  EXPECT_THROW(host_layouts_from_json(nlohmann::json::parse(R"(["page_first_direct"])")),
+               std::invalid_argument);
+  EXPECT_THROW(host_layouts_from_json(nlohmann::json("page_first")), std::invalid_argument);
 }
 
 }  // namespace
