@@ -4,6 +4,7 @@ snapshot's build, and the blind finds of seeds 000 and 001 (shrunk traces) plus 
 run by kvsim against SGLang's code."""
 
 import copy
+import json
 import os
 import subprocess
 
@@ -133,3 +134,30 @@ def test_a_drawn_mamba_unit_runs_clean_at_the_fix(tmp_path):
     r = _kvsim("run", unit, "--seed", "3", "--target", "sglang", "--trace-dir", str(tmp_path),
                tag=PARENT_001)  # its failing trace goes to tmp_path, not the caller's folder
     assert r.returncode == 1 and "residency.host_index_on_device" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_the_hunt_runs_mamba_units_page_first_at_the_newest_snapshot(tmp_path):
+    """Swarm seeds 3 and 4 draw Mamba units with a layer-first host layout (kvsim's draw); at the
+    August snapshot, whose MambaPoolHost takes page-first layouts only, the fit keeps Mamba and
+    runs them page-first, and they run to the end clean (seed 4's 2 Mamba states, 3 after the fit:
+    with 2 it stalled, a liveness false alarm)."""
+    empty = tmp_path / "scenarios"
+    empty.mkdir()
+    r = _kvsim("hunt", "--target", "sglang", "--seed", "3", "--units", "2", "--time-budget", "250", "--json",
+               "--no-shrink", "--scenarios", str(empty), "--trace-dir", str(tmp_path), tag=NEWEST)
+    hunt = json.loads(r.stdout)["hunt"]
+    assert hunt["units"] == 2 and hunt["features"].get("mamba") == 2, hunt
+    assert "layer_first" not in hunt["features"], hunt["features"]
+    assert r.returncode == 0 and not hunt["failures"], r.stdout[-3000:] + r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("tag", [NEWEST, FIX])
+def test_write_back_eviction_with_a_full_host_pool_asserts(tag):
+    """Swarm seed 2 (write-back, Mamba, page-first at the August snapshot): with the host pool held
+    full (kvsim's host_full_backup fault), a device eviction's write-back finds no host room and
+    HiMambaRadixCache._evict_device_leaf demotes the node anyway: SGLang's own assert. HiRadixCache
+    drops such a node instead (evict: _drop_subtree_no_host). The same at April's fix tag."""
+    r = _kvsim("replay", os.path.join(_UNITS, "seed2_write_back_host_full.trace.jsonl"), tag=tag)
+    out = r.stdout + r.stderr
+    assert "AssertionError: not backuped" in out and "(_evict_to_host)" in out, out
+    assert "replay matches the recording" in out, out

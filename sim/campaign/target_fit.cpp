@@ -104,6 +104,14 @@ std::vector<std::string> fit_to_capabilities(Scenario& s, const TargetCapabiliti
       s.cache.page_size = 1;
       off.emplace_back("mamba_page_size");
     }
+    // SGLang sizes its request pool max_mamba_cache_size // 3 (a request's state, the fork that
+    // caches its prefill, a tree node's): with fewer than 3 states it would run no request, and a
+    // 2-state unit stalls for good once the tree holds a locked state (swarm seed 4).
+    constexpr int32_t kMambaStatesPerRequest = 3;
+    if (s.cache.has_mamba() && s.cache.mamba_device_states < kMambaStatesPerRequest) {
+      s.cache.mamba_device_states = kMambaStatesPerRequest;
+      off.emplace_back("mamba_few_states");
+    }
     if (s.cache.has_mamba() &&
         std::find(can.mamba_host_layouts.begin(), can.mamba_host_layouts.end(),
                   s.cache.host_layout) == can.mamba_host_layouts.end()) {

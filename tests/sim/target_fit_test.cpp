@@ -102,6 +102,25 @@ TEST(TargetFit, AMambaUnitTakesTheOnlyHostLayoutTheRevisionRunsMambaWith) {
   EXPECT_EQ(plain.cache.host_layout, KVLayout::kLayerFirst);
 }
 
+TEST(TargetFit, AMambaUnitGetsTheStatesSglangSizesOneRequestBy) {
+  // SGLang's request pool: max_mamba_cache_size // 3 rows. 2 drawn states become 3; 3 stay.
+  Scenario s = swa_mamba_storage();
+  s.cache.mamba_device_states = 2;
+  const std::vector<std::string> off =
+      fit_to_capabilities(s, TargetCapabilities{.mamba = true}, false);
+  EXPECT_EQ(off, (std::vector<std::string>{"swa", "mamba_page_size", "mamba_few_states",
+                                           "storage"}));
+  EXPECT_EQ(s.cache.mamba_device_states, 3);
+  Scenario three = swa_mamba_storage();
+  three.cache.mamba_device_states = 3;
+  fit_to_capabilities(three, TargetCapabilities{.mamba = true}, false);
+  EXPECT_EQ(three.cache.mamba_device_states, 3);
+  // kvsim's core runs 2 states as drawn.
+  Scenario core = swa_mamba_storage();
+  core.cache.mamba_device_states = 2;
+  EXPECT_TRUE(fit_to_capabilities(core, capabilities_of(Target{}), true).empty());
+}
+
 TEST(TargetFit, MambaWithNoHostLayoutItTakesIsTurnedOff) {
   Scenario s = swa_mamba_storage();
   const std::vector<std::string> off = fit_to_capabilities(
