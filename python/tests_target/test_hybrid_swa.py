@@ -116,7 +116,8 @@ def test_hello_reports_what_the_revision_builds(tag, swa):
     assert r["ok"], r
     caps = r["sglang"]["capabilities"]
     assert caps["swa"] is swa, caps  # mamba: test_mamba_capabilities.py
-    assert set(caps) == {"swa", "mamba", "mamba_buildable", "pd", "sparse_index"}
+    assert set(caps) == {"swa", "mamba", "mamba_buildable", "mamba_host_layouts", "pd",
+                         "sparse_index"}
     d.close()
 
 
