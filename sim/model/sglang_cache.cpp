@@ -42,7 +42,14 @@ class SglangCache final : public CacheUnderTest {
     // A hello that found a violation (SGLang raised while building its cache) has reported it
     // through call(); the run then ends before its first op.
     const nlohmann::json sglang = reply.value("sglang", nlohmann::json::object());
-    target.sglang_commit = sglang.value("commit", std::string());
+    // The commit is a string, or null where the driver could not tell (a tree without git); a
+    // reply from another driver version is an error that names the field, not an abort.
+    const auto commit = sglang.find("commit");
+    if (commit != sglang.end() && !commit->is_null() && !commit->is_string())
+      throw DriverError("the SGLang driver's hello: sglang.commit is not a string: " +
+                        commit->dump());
+    target.sglang_commit =
+        commit != sglang.end() && commit->is_string() ? commit->get<std::string>() : "";
     const nlohmann::json streams = reply.value("streams", nlohmann::json::object());
     streams_ = {streams.value("compute", 0u), streams.value("write", 1u),
                 streams.value("load", 2u)};
