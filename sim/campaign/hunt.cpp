@@ -15,6 +15,7 @@
 
 #include "core/common/probe.h"
 #include "sim/base/json_reader.h"
+#include "sim/campaign/child_process.h"
 #include "sim/campaign/profile_flush.h"
 #include "sim/campaign/rebuild_check.h"
 #include "sim/campaign/runner.h"
@@ -324,21 +325,14 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
   };
   std::vector<Worker> workers(static_cast<size_t>(o.jobs));
   auto start = [&](size_t k, uint64_t first) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    int fds[2];
-    if (::pipe(fds) != 0) throw InputError("hunt: cannot create a pipe for worker processes");
-    const pid_t pid = ::fork();
-    if (pid < 0) throw InputError("hunt: cannot start worker processes");
-    if (pid == 0) {
-      ::close(fds[0]);
+    const PipedChild child = fork_with_pipe("hunt", "worker processes");
+    if (child.pid == 0) {
       for (size_t j = 0; j < workers.size(); ++j) {
         if (j != k && workers[j].fd >= 0) ::close(workers[j].fd);
       }
-      worker(o, first, fds[1], clock);
+      worker(o, first, child.fd, clock);
     }
-    ::close(fds[1]);
-    workers[k] = Worker{pid, fds[0], {}, -1, 0};
+    workers[k] = Worker{child.pid, child.fd, {}, -1, 0};
   };
   for (size_t k = 0; k < workers.size(); ++k)
     start(k, k);
@@ -452,9 +446,7 @@ std::string shrink_within_budget(const HuntFailure& f, const std::string& out, c
   }
   std::error_code ec;
   std::filesystem::remove(out, ec);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
+  const pid_t pid = fork_flushed();
   if (pid < 0) return "not shrunk: cannot start the shrink process";
   if (pid == 0) {
     profile_flush::forked_child();
@@ -471,8 +463,7 @@ std::string shrink_within_budget(const HuntFailure& f, const std::string& out, c
     if (done < 0 && errno != EINTR) return "not shrunk: lost the shrink process";
     if (clock.elapsed() >= o.time_budget_s) {
       ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      status = wait_for_child(pid);
       std::filesystem::remove(out, ec);  // a trace cut off mid-write is no trace
       return "not shrunk: the time budget ran out during the shrink" + later;
     }

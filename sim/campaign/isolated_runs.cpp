@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/base/json_reader.h"
+#include "sim/campaign/child_process.h"
 #include "sim/campaign/runner.h"
 #include "sim/campaign/shrink.h"
 #include "sim/config/scenario.h"
@@ -71,15 +72,9 @@ class PipeObserver : public ChainedObserver {
 }  // namespace
 
 IsolatedReplay replay_isolated(const OpTrace& trace, const ExecutorSetup& setup) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  int fds[2];
-  if (::pipe(fds) != 0) throw InputError("shrink: cannot create a pipe for a replay process");
-  const pid_t pid = ::fork();
-  if (pid < 0) throw InputError("shrink: cannot start a replay process");
-  if (pid == 0) {
-    ::close(fds[0]);
-    PipeObserver observer(fds[1]);
+  const PipedChild child = fork_with_pipe("shrink", "a replay process");
+  if (child.pid == 0) {
+    PipeObserver observer(child.fd);
     const RunResult r = replay_ops(trace, [&](Executor& e) {
       if (setup) setup(e);
       observer.chain_onto(e);
@@ -92,22 +87,19 @@ IsolatedReplay replay_isolated(const OpTrace& trace, const ExecutorSetup& setup)
                        : "null";
     for (char c : end)
       observer.put(c);
-    ::close(fds[1]);
+    ::close(child.fd);
     _exit(0);
   }
-  ::close(fds[1]);
   std::string got;
   char buf[65536];
   for (;;) {
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    const ssize_t n = ::read(child.fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got.append(buf, static_cast<size_t>(n));
   }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  ::close(child.fd);
+  const int status = wait_for_child(child.pid);
   IsolatedReplay out;
   out.applied.assign(trace.ops.size(), 0);
   size_t started = 0;
@@ -182,9 +174,7 @@ bool record_crash_trace(const Scenario& scenario, uint64_t seed, const ExecutorS
                         const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
+  const pid_t pid = fork_flushed();
   if (pid < 0) return false;
   if (pid == 0) {
     static CrashRecording recording;
@@ -207,9 +197,7 @@ bool record_crash_trace(const Scenario& scenario, uint64_t seed, const ExecutorS
                             }});
     _exit(0);  // the re-run did not crash: no trace
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = wait_for_child(pid);
   if (!WIFSIGNALED(status) || !std::filesystem::exists(path)) {
     std::filesystem::remove(path, ec);
     return false;
@@ -221,9 +209,7 @@ std::string shrink_in_child(const std::string& trace, const std::string& out,
                             const ShrinkOptions& options) {
   std::error_code ec;
   std::filesystem::remove(out, ec);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
+  const pid_t pid = fork_flushed();
   if (pid < 0) return "not shrunk: cannot start the shrink process";
   if (pid == 0) {
     const AnyTrace t = read_trace(trace);
@@ -232,9 +218,7 @@ std::string shrink_in_child(const std::string& trace, const std::string& out,
     std::fflush(nullptr);
     _exit(s.reproduced ? 0 : 3);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = wait_for_child(pid);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && std::filesystem::exists(out)) return "";
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
     return "not shrunk: the trace did not reproduce its failure";
