@@ -48,10 +48,9 @@ def anonymous_names(path):
             line = line.split("/*", 1)[0]
         if re.match(r"^\s*namespace\s*\{", line):
             depth_in_anon = depth
-        elif re.match(r"^static\s(?!_assert)", line) and DECL.match(line):
+        elif re.match(r"^static\s(?!_assert)", line) and (m := DECL.match(line)):
             # internal linkage outside an anonymous namespace (clang-format puts it at column 0
             # only at namespace scope)
-            m = DECL.match(line)
             names.setdefault(m.group("type") or m.group("name"), number)
         elif depth_in_anon is not None and depth == depth_in_anon + 1 and raw[:1] not in (" ", "\t", "}", "#"):
             # using-declarations and namespace aliases of one entity may repeat; a clashing alias
