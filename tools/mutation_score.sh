@@ -45,9 +45,14 @@ shard_i=0
 shard_n=1
 results=""
 # file_storage.cpp: no simulator path uses it; sha256.cpp: a hash; hi_cache_options.cpp:
-# parsing and names. Checking functions (sanity_check, check_*) are skipped inside mutate.py.
-files="core/tree/eviction_policy.cpp core/tree/full_component.cpp core/tree/mamba_component.cpp
-core/tree/radix_tree.cpp core/tree/radix_tree_aux.cpp core/tree/swa_component.cpp
+# parsing and names; storage_backend.cpp: status names; radix_tree_sanity.cpp and
+# hi_cache_sanity.cpp: checking code only. Checking functions (sanity_check, check_*) are
+# skipped inside mutate.py.
+files="core/tree/child_list.cpp core/tree/eviction_policy.cpp core/tree/full_component.cpp
+core/tree/leaf_order.cpp core/tree/mamba_component.cpp core/tree/radix_tree.cpp
+core/tree/radix_tree_aux.cpp core/tree/radix_tree_evict.cpp core/tree/radix_tree_insert.cpp
+core/tree/radix_tree_locks.cpp core/tree/radix_tree_match.cpp core/tree/radix_tree_residency.cpp
+core/tree/radix_tree_snapshot.cpp core/tree/swa_component.cpp core/tree/wide_ids.cpp
 core/cache/hi_cache.cpp core/cache/hi_cache_load_back.cpp core/cache/hi_cache_side_pools.cpp
 core/cache/hi_cache_storage.cpp core/cache/request_kv.cpp core/cache/side_pool.cpp
 core/tiers/cache_controller.cpp core/tiers/memory_storage.cpp core/tiers/page_hash.cpp"
