@@ -278,9 +278,27 @@ bool DifferentialCache::arrive(SimRequest& r, uint64_t now) {
   begin_call();
   const bool p = primary_->cache->arrive(r, now);
   primary_->noted["prefetching"] = p;
-  on_shadow([&] { shadow_->noted["prefetching"] = shadow_->cache->arrive(r, now); });
+  on_shadow([&] {
+    shadow_->noted["prefetching"] =
+        primary_->core == nullptr ? sglang_arrive(r, now) : shadow_->cache->arrive(r, now);
+  });
   compare("arrive", &r, take(*primary_), take(*shadow_));
   return p;
+}
+
+bool DifferentialCache::sglang_arrive(SimRequest& r, uint64_t now) {
+  // SGLang's scheduler at arrival: match all but the last token (as at admission), and prefetch
+  // from storage what follows the host anchor only when the deepest device node is backed up;
+  // kvsim's core arrive matches every token and prefetches below the host anchor regardless.
+  if (shadow_->core == nullptr) return shadow_->cache->arrive(r, now);
+  HiCache& core = shadow_->core->cache();
+  if (!core.storage_enabled() || !ctx_.scenario.scheduler.prefetch || r.tokens.empty()) {
+    return false;
+  }
+  const std::span<const Token> tokens(r.tokens);
+  const MatchResult m = core.match_prefix(r.ns, tokens.first(tokens.size() - 1));
+  if (!m.last_device_node->is_root() && !m.last_device_node->backed_up()) return false;
+  return core.prefetch_from_storage(r.rid, r.ns, *m.last_host_node, tokens, now);
 }
 
 std::optional<int64_t> DifferentialCache::prefetch_done(SimRequest& r, uint64_t now) {
@@ -288,7 +306,18 @@ std::optional<int64_t> DifferentialCache::prefetch_done(SimRequest& r, uint64_t 
   const std::optional<int64_t> p = primary_->cache->prefetch_done(r, now);
   primary_->noted["prefetch_done"] = p.has_value();
   on_shadow([&] {
-    const std::optional<int64_t> s = shadow_->cache->prefetch_done(r, now);
+    // A prefetch whose storage query revoked it since the last poll is still SGLang's ongoing
+    // operation (the revoke waits in prefetch_revoke_queue): with host memory never committed,
+    // only best_effort ends it here; wait_complete waits for completion, and timeout for a
+    // clock that, in the SGLang target, moves only by the reads' nanoseconds.
+    const bool sglang_waits =
+        revoked_unpolled_.count(r.rid) != 0 &&
+        ctx_.scenario.cache.prefetch_stop_policy != PrefetchStopPolicy::kBestEffort;
+    std::optional<int64_t> s;
+    if (!sglang_waits) {
+      s = shadow_->cache->prefetch_done(r, now);
+      if (s) revoked_unpolled_.erase(r.rid);
+    }
     shadow_->noted["prefetch_done"] = s.has_value();
     if (shadow_->core != nullptr && s) shadow_->noted["prefetch_loaded"] = *s;
   });
@@ -451,6 +480,7 @@ void DifferentialCache::abort(SimRequest& r) {
   });
   shadow_computed_.erase(r.rid);
   prefill_len_.erase(r.rid);
+  revoked_unpolled_.erase(r.rid);
   compare("abort", &r, take(*primary_), take(*shadow_));
 }
 
@@ -479,8 +509,25 @@ void DifferentialCache::poll() {
   begin_call();
   primary_->polled([&] { primary_->cache->poll(); });
   Decisions p = take(*primary_);
-  on_shadow([&] { catch_up(get(p, "write_acks"), get(p, "load_acks")); });
+  on_shadow([&] {
+    release_revoked_prefetches();  // SGLang drains its revokes first (_drain_revoke)
+    catch_up(get(p, "write_acks"), get(p, "load_acks"));
+    // A prefetch revoked in the poll (no host room for its hits) SGLang ends at once.
+    release_revoked_prefetches();
+  });
   compare("poll", nullptr, std::move(p), take(*shadow_));
+}
+
+void DifferentialCache::release_revoked_prefetches() {
+  revoked_unpolled_.clear();
+  if (primary_->core != nullptr || shadow_->core == nullptr) return;
+  HiCache& core = shadow_->core->cache();
+  std::vector<RequestId> revoked;
+  for (const auto& [rid, op] : core.prefetches()) {
+    if (op.state == PrefetchOp::State::kRevoked) revoked.push_back(rid);
+  }
+  // A revoked operation ends at its progress check whatever the time (check_prefetch_progress).
+  for (RequestId rid : revoked) KV_ASSERT(core.check_prefetch_progress(rid, 0), "revoke pending");
 }
 
 void DifferentialCache::catch_up(int64_t write_acks, int64_t load_acks) {
@@ -530,8 +577,23 @@ OpOutcome DifferentialCache::storage(uint32_t worker, int64_t fault) {
   const OpOutcome p = primary_->cache->storage(worker, fault);
   primary_->noted["did"] = p.applied && p.ok;
   on_shadow([&] {
+    // The prefetches still querying before the step: one the step revokes is SGLang's queued
+    // revoke until the next poll (revoked_unpolled_).
+    std::vector<RequestId> querying;
+    if (primary_->core == nullptr && shadow_->core != nullptr) {
+      for (const auto& [rid, op] : shadow_->core->cache().prefetches()) {
+        if (op.state == PrefetchOp::State::kQuery) querying.push_back(rid);
+      }
+    }
     const OpOutcome s = shadow_->cache->storage(worker, fault);
     shadow_->noted["did"] = s.applied && s.ok;
+    for (RequestId rid : querying) {
+      const auto& ops = shadow_->core->cache().prefetches();
+      const auto it = ops.find(rid);
+      if (it != ops.end() && it->second.state == PrefetchOp::State::kRevoked) {
+        revoked_unpolled_.insert(rid);
+      }
+    }
   });
   compare("storage", nullptr, take(*primary_), take(*shadow_));
   return p;

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "sim/model/cache_under_test.h"
@@ -84,8 +85,14 @@ class DifferentialCache final : public CacheUnderTest {
   void compare(const char* call, const SimRequest* r, Decisions primary, Decisions shadow);
   Decisions take(Side& side);
   void begin_call();
+  // The shadow's arrival as SGLang's scheduler does it (a prefetch decision).
+  bool sglang_arrive(SimRequest& r, uint64_t now);
   // The shadow's poll, its copy streams run until it consumed as many acks as the primary.
   void catch_up(int64_t write_acks, int64_t load_acks);
+  // SGLang's poll drains its storage revokes (drain_storage_control_queues): the shadow ends
+  // every prefetch its core has revoked, as SGLang's _revoke_pending_prefetch does, so that
+  // host protection and the prefetch budget come back at the same call on both sides.
+  void release_revoked_prefetches();
   // SGLang's eviction before an allocation, on the shadow (kvsim's core) before its compute of
   // positions [computed, target).
   void evict_before_alloc(size_t computed, size_t target);
@@ -108,6 +115,11 @@ class DifferentialCache final : public CacheUnderTest {
   // Requests aborted while prefetching whose operation SGLang's storage workers may still
   // dequeue (the by-design row for storage steps, differential_cache.cpp).
   int64_t dead_prefetch_ops_ = 0;
+  // Prefetches the shadow's storage query revoked since the last poll. SGLang's query worker
+  // only queues such a revoke (prefetch_revoke_queue), which its poll drains; until then
+  // check_prefetch_progress finds the operation and, unless the stop policy is best_effort,
+  // answers not done. The shadow answers so too.
+  std::set<RequestId> revoked_unpolled_;
   int64_t compared_ = 0;
   int64_t excused_ = 0;
 };
