@@ -17,6 +17,7 @@
 #include "sim/model/core_cache.h"
 #include "sim/model/differential_cache.h"
 #include "sim/model/executor.h"
+#include "sim/trace/trace.h"
 #include "tests/support/sglang_env.h"
 
 namespace kvsim::sim {
@@ -182,6 +183,29 @@ TEST(DifferentialSglang, TheDefaultScenarioAgreesWithKvsimsCoreOpForOp) {
     EXPECT_TRUE(r.target.differential);
     EXPECT_GT(ops.size(), 600u) << "seed " << seed << ": too short a run to compare much";
   }
+}
+
+// A prefetch whose storage query found too little is revoked by SGLang's query worker through a
+// queue its poll drains: until that poll check_prefetch_progress still finds the operation and,
+// under wait_complete, answers not done; kvsim's core revokes in the query step and would answer
+// done at once. The hunt's trace of file_storage_budget seed 2 (32 ops, ending at that check:
+// "prefetch_check of request 1: prefetch_done: 0 vs 1" before the shadow waited for the poll)
+// replays clean to its end.
+TEST(DifferentialSglang, AStorageRevokeReachesTheShadowAtTheNextPollAsInSglang) {
+  if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  setenv("KVSIM_SOURCE_DIR", KVSIM_SOURCE_DIR, 0);
+  const AnyTrace t = read_trace(std::string(KVSIM_SOURCE_DIR) +
+                                "/tests/sim/differential_traces/storage_revoke_at_poll.trace.jsonl");
+  ASSERT_EQ(t.kind, "ops");
+  ASSERT_TRUE(t.ops.target.differential);
+  ASSERT_EQ(t.ops.scenario.cache.prefetch_stop_policy, PrefetchStopPolicy::kWaitComplete);
+  const ReplayReport rep =
+      replay_trace(t.ops, ReplayOptions{.stop_at_problem = false, .check_chain = false});
+  const RunResult& r = rep.result;
+  EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
+                      << ": " << r.violation->detail;
+  EXPECT_EQ(rep.rejected, 0);  // every op applied, the last prefetch_check too
 }
 
 }  // namespace
