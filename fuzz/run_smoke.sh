@@ -31,6 +31,9 @@ launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 # KVSIM_UNITY=ON (tools/test.sh sets it in CI): the simulator in unity batches, half its CPU time.
 cmake --preset fuzz -DKVSIM_UNITY="${KVSIM_UNITY:-OFF}" "${launcher[@]}" >/dev/null
+if [ "${KVSIM_UNITY:-OFF}" = "ON" ]; then  # its batches differ from the default preset's
+  python3 tools/check_unity_names.py build/fuzz
+fi
 cmake --build --preset fuzz -j"${SMOKE_JOBS:-$(nproc)}" --target "${targets[@]}"
 
 root=build/fuzz/smoke
