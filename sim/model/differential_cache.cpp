@@ -339,6 +339,7 @@ std::optional<AdmitDecision> DifferentialCache::admit(SimRequest& r, bool load_b
   on_shadow([&] {
     std::optional<AdmitDecision> s;
     {
+      if (primary_->core == nullptr) sglang_request_slot();
       LastTokenHidden sglang_match(
           r, primary_->core == nullptr && ctx_.scenario.scheduler.mode != SchedulerMode::kPd);
       s = shadow_->cache->admit(r, load_back, defer_load, quota);
@@ -352,6 +353,19 @@ std::optional<AdmitDecision> DifferentialCache::admit(SimRequest& r, bool load_b
   });
   compare("admit", &r, take(*primary_), take(*shadow_));
   return p;
+}
+
+void DifferentialCache::sglang_request_slot() {
+  // SGLang's alloc_req_slots with Mamba: before a request takes its row, the tree evicts Mamba
+  // states until 3 are free (MAMBA_STATE_PER_REQ_PREFIX_CACHE; the driver's
+  // mamba_admission.evict_for_request_slot); kvsim's core allocates a request's state alone.
+  constexpr int64_t kMambaStatesPerRequest = 3;
+  if (shadow_->core == nullptr) return;
+  HiCache& core = shadow_->core->cache();
+  if (SidePool* mamba = core.side_pool(ComponentType::kMamba)) {
+    const int64_t free_states = mamba->device_slots().available_size();
+    if (free_states < kMambaStatesPerRequest) core.evict_mamba(kMambaStatesPerRequest - free_states);
+  }
 }
 
 void DifferentialCache::start_loads() {

@@ -87,6 +87,8 @@ class DifferentialCache final : public CacheUnderTest {
   void begin_call();
   // The shadow's arrival as SGLang's scheduler does it (a prefetch decision).
   bool sglang_arrive(SimRequest& r, uint64_t now);
+  // SGLang's request-row allocation on the shadow (Mamba: free states first).
+  void sglang_request_slot();
   // The shadow's poll, its copy streams run until it consumed as many acks as the primary.
   void catch_up(int64_t write_acks, int64_t load_acks);
   // SGLang's poll drains its storage revokes (drain_storage_control_queues): the shadow ends
