@@ -92,3 +92,35 @@ def test_a_bad_fork_request_is_refused_and_the_server_goes_on():
     finally:
         server.stdin.close()
         server.wait(timeout=60)
+
+
+def test_a_child_still_running_when_the_server_ends_is_stopped():
+    # A hunt worker killed for a hang leaves its forked driver mid-call or, killed between the
+    # fork request and opening the FIFOs, blocked in open() for good: the server's end must not
+    # leave such a child behind (it was seen orphaned, holding ~150 MB). Here no one opens the
+    # child's FIFOs; the server's input closes; the child must be gone with the server.
+    sglang_checkout(NEWEST)
+    here, env = _env()
+    server = subprocess.Popen([sys.executable, "-c", BOOT.format(tests=here), "--sglang-src", f"bundle:{NEWEST}",
+                               "--serve-forks"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            assert json.loads(server.stdout.readline())["ok"]
+            fifo_in, fifo_out = os.path.join(folder, "in"), os.path.join(folder, "out")
+            os.mkfifo(fifo_in)
+            os.mkfifo(fifo_out)
+            server.stdin.write(json.dumps({"fork": {"in": fifo_in, "out": fifo_out}}) + "\n")
+            server.stdin.flush()
+            pid = json.loads(server.stdout.readline())["pid"]
+            os.kill(pid, 0)  # alive, blocked opening its input
+        finally:
+            server.stdin.close()
+            server.wait(timeout=60)
+        assert server.returncode == 0
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                alive = stat.read()
+        except (ProcessLookupError, FileNotFoundError):
+            alive = ""
+        assert alive == "", f"the forked driver outlived its server: {alive}"

@@ -787,12 +787,12 @@ def serve_forks(args, out):
     then one forked driver per unit. Each child opens the two FIFOs it is given (input first,
     as the simulator opens them), serves one run and exits; the server answers the child's pid.
     A child starts from the server's state, in which the device and SGLang's modules are
-    untouched, so it behaves as a fresh driver would; children are reaped as they exit."""
-    import signal  # noqa: PLC0415
+    untouched, so it behaves as a fresh driver would. The server waits for its children (so that
+    their CPU time counts in kvsim's, which waits for the server) and, when it ends, stops any
+    still running (_end_children)."""
     from kvsim.fakecuda import FakeDevice  # noqa: PLC0415
     from kvsim.sglang_target import load_sglang  # noqa: PLC0415
     from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # no zombies: children reap themselves
     device = FakeDevice(seed=0)
     device.install()
     try:
@@ -815,7 +815,50 @@ def serve_forks(args, out):
         out.flush()
         return 2
     out.flush()
+    children = set()
+    try:
+        _serve_fork_requests(args, out, device, mods, children)
+    finally:
+        _end_children(children)
+    return 0
+
+
+def _reap_children(children):
+    """Waits for the children that have exited (no zombies left between two runs)."""
+    for pid in sorted(children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done == pid:
+            children.discard(pid)
+
+
+def _end_children(children, grace_s=0.5):
+    """At the server's end: children still running get grace_s to finish (a run's 'bye' closes
+    its storage folder), then SIGKILL (within the 1 s kvsim gives the server before it kills it). A driver stuck in a call (a hunt worker killed for a hang
+    closed its pipes, but the driver never reads again) or blocked opening FIFOs that kvsim never
+    opened would otherwise outlive the hunt and take a core."""
+    import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    deadline = time.monotonic() + grace_s  # wall time only bounds the wait; no run reads it
+    while children and time.monotonic() < deadline:
+        _reap_children(children)
+        if children:
+            time.sleep(0.02)
+    for pid in sorted(children):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    children.clear()
+
+
+def _serve_fork_requests(args, out, device, mods, children):
+    """The fork server's loop: one forked driver per request line, its pid answered."""
     for line in _lines_while_parent_lives():
+        _reap_children(children)
         try:
             request = json.loads(line)
             paths = request["fork"]
@@ -827,7 +870,6 @@ def serve_forks(args, out):
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             # The server's protocol pipes are not the child's: it talks over its FIFOs only.
             os.close(0)
             os.dup2(2, 1)
@@ -845,9 +887,9 @@ def serve_forks(args, out):
             finally:
                 sys.stderr.flush()
                 os._exit(code)
+        children.add(pid)
         out.write(json.dumps({"ok": True, "pid": pid}) + "\n")
         out.flush()
-    return 0
 
 
 if __name__ == "__main__":
