@@ -118,6 +118,17 @@ void HiCache::sanity_check_parts(SanityReport& report,
                    std::to_string(stats_.evicted_host_tokens) + " != held by the tree " +
                    std::to_string(tree_->host_size()));
   }
+  // [stats.write_back_on_evict] under write-back a host copy is written only for a device
+  // victim, which is then evicted (HiCache::evict_one_write_back): the tokens backed up can
+  // never exceed the tokens evicted from the device. A write on a hit (the write-through
+  // policy) breaks it before the first eviction.
+  if (options_.hierarchical && options_.write_policy == WritePolicy::kWriteBack &&
+      stats_.write_through_tokens > stats_.evicted_device_tokens) {
+    report.add("stats.write_back_on_evict",
+               "write-back policy: " + std::to_string(stats_.write_through_tokens) +
+                   " token(s) backed up but only " + std::to_string(stats_.evicted_device_tokens) +
+                   " evicted from the device");
+  }
   if (stats_.prefetch_rate_divergences > 0) {
     report.add("prefetch.rate_limit", std::to_string(stats_.prefetch_rate_divergences) +
                                           " prefetch admission(s) decided against the rate "

@@ -1,6 +1,7 @@
 // RadixTree: the full sanity check (shape, residency, accounting, leaf sets; aux components
 // and components add theirs), invariants listed in radix_tree.h.
 #include <string>
+#include <unordered_map>
 
 #include "core/tree/radix_tree.h"
 
@@ -56,9 +57,32 @@ void RadixTree::check_cached_values(const TreeNode& n, SanityReport& report) con
 
 void RadixTree::check_shape(SanityReport& report) const {
   const auto page = static_cast<size_t>(options_.page_size);
+  // [tree.root] the root's fixed state (tree_node.h): an empty key and values, a permanent
+  // lock_ref of 1 (no lock of a request counts on it).
+  const ComponentData& r = root_->full();
+  if (!root_->key.empty() || !r.value || !r.value->empty() || !r.host_value ||
+      !r.host_value->empty() || r.lock_ref != 1 || root_->parent != nullptr) {
+    report.add("tree.root", "root key, values or lock_ref " + std::to_string(r.lock_ref) +
+                                " differ from the root's fixed state (empty, lock_ref 1)");
+  }
+  // [tree.sibling_order] for_each_node (and everything that walks the tree deterministically)
+  // visits siblings by (namespace, first page): recomputed here from the walk itself, each
+  // child against the sibling visited before it.
+  std::unordered_map<const TreeNode*, const TreeNode*> previous_sibling;
   size_t visited = 0;
   for_each_node([&](const TreeNode& n) {
     ++visited;
+    if (!n.is_root() && n.key.size() >= page) {
+      const TreeNode*& before = previous_sibling[n.parent];
+      if (before != nullptr &&
+          !ChildKeyLess{}(child_key(before->ns, before->key), child_key(n.ns, n.key))) {
+        report.add("tree.sibling_order",
+                   "walked after sibling " + std::to_string(before->id) +
+                       ", which does not come first by (namespace, first page)",
+                   n.id);
+      }
+      before = &n;
+    }
     size_t slot = 0;
     for (const auto& e : n.children) {
       const TreeNode* child = e.node.get();
