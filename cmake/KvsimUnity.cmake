@@ -60,3 +60,12 @@ function(kvsim_unity target)
   endwhile()
   set_property(TARGET ${target} PROPERTY SOURCES ${_kept} ${_batch_files})
 endfunction()
+
+# The core's modules in batches too (KVSIM_UNITY_CORE, off by default): only for builds nobody
+# rebuilds file by file. The mutation runner rebuilds the core one mutated file at a time, so
+# the default preset keeps it per file; the fuzz smoke's one-off instrumented build batches it.
+set(KVSIM_UNITY_CORE OFF CACHE BOOL "Unity batches for the core's modules too (fuzz preset)")
+function(kvsim_unity_core target)
+  set(KVSIM_UNITY ON)
+  kvsim_unity(${target})
+endfunction()

@@ -22,4 +22,10 @@ function(kvsim_module name)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${_export})
   kvsim_target_warnings(${name})
   install(TARGETS ${name} EXPORT kvsimTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  if(KVSIM_UNITY_CORE)
+    # At the end of the module's CMakeLists.txt, once its per-file properties are set (a file
+    # with its own options stays out of the batches). A deferred call's arguments are expanded
+    # when it runs, so the target's name is written into it now.
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL kvsim_unity_core [[${name}]])")
+  endif()
 endfunction()

@@ -29,8 +29,10 @@ tools/setup.sh
 # when installed, keeps a rebuild of unchanged sources cheap.
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-# KVSIM_UNITY=ON (tools/test.sh sets it in CI): the simulator in unity batches, half its CPU time.
-cmake --preset fuzz -DKVSIM_UNITY="${KVSIM_UNITY:-OFF}" "${launcher[@]}" >/dev/null
+# KVSIM_UNITY=ON (tools/test.sh sets it in CI): the simulator in unity batches, half its CPU
+# time, and the core too (KVSIM_UNITY_CORE: nothing rebuilds this preset's core file by file).
+cmake --preset fuzz -DKVSIM_UNITY="${KVSIM_UNITY:-OFF}" -DKVSIM_UNITY_CORE="${KVSIM_UNITY:-OFF}" \
+  "${launcher[@]}" >/dev/null
 if [ "${KVSIM_UNITY:-OFF}" = "ON" ]; then  # its batches differ from the default preset's
   python3 tools/check_unity_names.py build/fuzz
 fi

@@ -9,11 +9,6 @@
 #include "core/common/assert.h"
 
 namespace kvsim {
-namespace {
-
-constexpr std::byte kPoison{0xDB};  // fills every block handed out again
-
-}  // namespace
 
 CpuBackend::CpuBackend(CpuBackendOptions options)
     : allocator_(CachingAllocatorLimits{.device_bytes_max = options.device_bytes_max,
@@ -72,7 +67,7 @@ void CpuBackend::poison(PhysicalIndex physical, uint64_t handout_id, StreamId st
   const PhysicalBlock& p = allocator_.physical(physical);
   KV_ASSERT(p.home == stream && p.kind == MemoryKind::kDevice, "reuse outside the home pool");
   if (in_flight_[physical].on_home_stream == 0) {
-    std::memset(allocator_.data(physical), static_cast<int>(kPoison), p.capacity);
+    std::memset(allocator_.data(physical), static_cast<int>(kPoisonByte), p.capacity);
     return;
   }
   CpuOp op;

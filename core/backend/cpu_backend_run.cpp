@@ -8,11 +8,6 @@
 #include "core/common/assert.h"
 
 namespace kvsim {
-namespace {
-
-constexpr std::byte kPoison{0xDB};
-
-}  // namespace
 
 bool CpuBackend::step(StreamId stream) {
   if (!streams_.runnable(stream)) return false;
@@ -110,7 +105,7 @@ void CpuBackend::run_memory_op(const CpuOp& op) {
       break;
     case CpuOpKind::kPoison: {
       const Touch& t = op.touches[touch_role::kPoisonDst];
-      std::memset(allocator_.data(t.physical), static_cast<int>(kPoison), t.bytes);
+      std::memset(allocator_.data(t.physical), static_cast<int>(kPoisonByte), t.bytes);
       break;
     }
     case CpuOpKind::kWait:

@@ -20,6 +20,10 @@ namespace kvsim {
 
 enum class CpuOpKind : uint8_t { kCopy, kUpload, kTransfer, kWait, kPoison };
 
+// The byte a kPoison op fills a block with when it is handed out again (a read of stale bytes
+// then shows as this pattern, not as the previous owner's data).
+inline constexpr std::byte kPoisonByte{0xDB};
+
 // One block an op addresses. handout_id == 0: the role is unused (e.g. empty index lists).
 struct Touch {
   PhysicalIndex physical = 0;
