@@ -17,6 +17,7 @@
 #include "sim/model/core_cache.h"
 #include "sim/model/differential_cache.h"
 #include "sim/model/executor.h"
+#include "sim/model/sglang_cache.h"
 #include "sim/trace/trace.h"
 #include "tests/support/sglang_env.h"
 
@@ -206,6 +207,122 @@ TEST(DifferentialSglang, AStorageRevokeReachesTheShadowAtTheNextPollAsInSglang) 
   EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
                       << ": " << r.violation->detail;
   EXPECT_EQ(rep.rejected, 0);  // every op applied, the last prefetch_check too
+}
+
+// --- The hybrid and PD paths (issue 31): SGLang's HiMambaRadixCache and the PD decode's
+// retract-resume (NSA pool, MetadataBuffers) beside kvsim's core.
+
+constexpr const char* kNewest = "bundle:sglang-6ed5780c4f";
+
+// A named scenario as the hunt's fit runs it at the newest snapshot.
+Scenario named(const std::string& name) {
+  return load_scenario(std::string(KVSIM_SOURCE_DIR) + "/scenarios/" + name + ".json");
+}
+// mamba_host_eviction: HiMambaRadixCache at the August snapshot takes page size 1 (its Mamba
+// host pool is page-first) and the fit's host pool.
+Scenario short_mamba() {
+  Scenario s = named("mamba_host_eviction");
+  s.cache.page_size = 1;
+  s.cache.host_tokens = 1280;
+  s.workload.requests = 16;
+  return s;
+}
+// pd_retract_resume_sparse: SGLang's NSA pool pages 64 tokens, under RadixCache; a device pool under no tree
+// pressure (the SGLang target's decode caches finished requests in its tree, kvsim's core's
+// decode does not: docs/sglang-hunt.md, "Differential"), so offloads come from the scheduler.
+Scenario short_pd() {
+  Scenario s = named("pd_retract_resume_sparse");
+  s.cache.page_size = 64;
+  s.cache.hierarchical = false;  // HiRadixCache over the NSA pool is not modelled yet
+  s.cache.device_tokens = 2048;
+  s.workload.requests = 16;
+  return s;
+}
+
+// SGLang's cache at the newest snapshot beside kvsim's core on `shadow` (the run's scenario
+// for the plain differential).
+RunResult run_beside_sglang(const Scenario& s, const Scenario& shadow, uint64_t seed) {
+  Target primary{.kind = Target::Kind::kSglang, .sglang_src = kNewest};
+  const ExecutorSetup setup = [&](Executor& e) {
+    e.replace_cache_under_test(
+        [&](CacheContext ctx) {
+          return std::make_unique<DifferentialCache>(
+              std::move(ctx),
+              [&](CacheContext c) { return make_sglang_cache(std::move(c), primary); },
+              [&](CacheContext c) {
+                return std::make_unique<KvsimCoreCache>(CacheContext{
+                    .scenario = shadow, .seed = c.seed, .fail = c.fail, .stats = c.stats});
+              });
+        },
+        seed);
+  };
+  return run_scenario(RunRequest{.scenario = &s,
+                                 .seed = seed,
+                                 .setup = setup,
+                                 .target = Target{.kind = Target::Kind::kSglang,
+                                                  .sglang_src = kNewest}});
+}
+
+class DifferentialHybrid : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty())
+      GTEST_SKIP() << why;
+    setenv("KVSIM_SOURCE_DIR", KVSIM_SOURCE_DIR, 0);
+  }
+};
+
+// FULL + Mamba: hits, load-backs, device and host evictions (KV tokens), acks and the Mamba
+// request-row eviction agree op for op to the end of the run.
+TEST_F(DifferentialHybrid, AShortMambaRunAgreesWithKvsimsCoreOpForOp) {
+  const Scenario s = short_mamba();
+  ASSERT_GT(s.cache.mamba_device_states, 0);
+  const Target t{.kind = Target::Kind::kSglang, .sglang_src = kNewest, .differential = true};
+  std::vector<Op> ops;
+  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 3, .record = &ops, .target = t});
+  EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
+                      << ": " << r.violation->detail;
+  EXPECT_GT(ops.size(), 300u);
+  EXPECT_GT(r.stats.finished, 10);
+}
+
+// PD decode's retract and resume: admissions, computes, offloads and resumes agree op for op.
+TEST_F(DifferentialHybrid, APdRetractResumeRunAgreesWithKvsimsCoreOpForOp) {
+  const Scenario s = short_pd();
+  ASSERT_EQ(s.scheduler.mode, SchedulerMode::kPd);
+  const Target t{.kind = Target::Kind::kSglang, .sglang_src = kNewest, .differential = true};
+  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 2, .target = t});
+  EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
+                      << ": " << r.violation->detail;
+  EXPECT_GT(r.stats.offloaded, 0);  // retract-resume really ran
+  EXPECT_GT(r.stats.resumed, 0);
+}
+
+// A planted difference on each path: kvsim's core beside SGLang's cache with a smaller device
+// pool evicts (Mamba) or runs short (PD) where SGLang does not; the first such op is a
+// differential.decision naming the call and both values, and the same run with the same pool
+// on both sides agrees (the tests above).
+TEST_F(DifferentialHybrid, APlantedDifferenceOnTheMambaPathIsReportedAtItsOp) {
+  const Scenario s = short_mamba();
+  Scenario smaller = s;
+  smaller.cache.device_tokens = s.cache.device_tokens / 2;
+  const RunResult r = run_beside_sglang(s, smaller, 3);
+  ASSERT_FALSE(r.ok()) << "a core with half the device pool agreed with SGLang's cache";
+  EXPECT_EQ(r.violation->invariant, "differential.decision") << r.violation->detail;
+  EXPECT_GT(r.violation->op_index, 0u);
+  EXPECT_NE(r.violation->detail.find(" vs "), std::string::npos) << r.violation->detail;
+  EXPECT_NE(r.violation->detail.find("of request "), std::string::npos) << r.violation->detail;
+}
+
+TEST_F(DifferentialHybrid, APlantedDifferenceOnThePdPathIsReportedAtItsOp) {
+  const Scenario s = short_pd();
+  Scenario smaller = s;
+  smaller.cache.device_tokens = 384;
+  const RunResult r = run_beside_sglang(s, smaller, 2);
+  ASSERT_FALSE(r.ok()) << "a core with a 384-token device pool agreed with SGLang's 2048";
+  EXPECT_EQ(r.violation->invariant, "differential.decision") << r.violation->detail;
+  EXPECT_GT(r.violation->op_index, 0u);
+  EXPECT_NE(r.violation->detail.find(" vs "), std::string::npos) << r.violation->detail;
 }
 
 }  // namespace
