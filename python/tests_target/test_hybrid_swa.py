@@ -117,7 +117,7 @@ def test_hello_reports_what_the_revision_builds(tag, swa):
     caps = r["sglang"]["capabilities"]
     assert caps["swa"] is swa, caps  # mamba: test_mamba_capabilities.py
     assert set(caps) == {"swa", "mamba", "mamba_buildable", "mamba_host_layouts", "pd",
-                         "sparse_index"}
+                         "sparse_index", "evict_before_alloc"}
     d.close()
 
 

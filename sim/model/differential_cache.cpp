@@ -406,14 +406,25 @@ void DifferentialCache::evict_before_alloc(size_t computed, size_t target) {
   // evict_from_tree_cache), asking for the new pages' tokens plus one page per request (its
   // over-estimate), as the driver does; kvsim's core evicts at allocation only the shortfall of
   // the pages it allocates. The shadow asks what SGLang asks first; its allocation then finds
-  // the room.
+  // the room. When the pool is short, the revision's helper evicts the shortfall (August 2026)
+  // or the whole ask (earlier): the driver's capability evict_before_alloc says which.
   if (primary_->core != nullptr || shadow_->core == nullptr) return;
   const auto page = static_cast<size_t>(ctx_.scenario.cache.page_size);
   const size_t allocated = (computed + page - 1) / page * page;  // the core allocates pages
   if (target <= allocated) return;
   const auto ask = static_cast<int64_t>(target - allocated + (page > 1 ? page : 0));
   HiCache& core = shadow_->core->cache();
-  if (core.available_device_size() < ask) core.evict(ask - core.available_device_size());
+  const int64_t available = core.available_device_size();
+  if (const SidePool* swa = core.side_pool(ComponentType::kSwa); swa != nullptr) {
+    // The hybrid arm (SWATokenToKVPoolAllocator): the shortfall of each pool, in one eviction.
+    const int64_t swa_available = swa->device_slots().available_size();
+    if (available < ask || swa_available < ask) {
+      core.evict(std::max<int64_t>(0, ask - available));
+      core.evict_swa(std::max<int64_t>(0, ask - swa_available));
+    }
+    return;
+  }
+  if (available < ask) core.evict(sglang_evicts_whole_ask_ ? ask : ask - available);
 }
 
 void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool chunked) {
@@ -656,9 +667,15 @@ Decisions DifferentialCache::take_decisions() {
 }
 
 std::unique_ptr<CacheUnderTest> make_sglang_differential(CacheContext ctx, Target& target) {
-  return std::make_unique<DifferentialCache>(
+  auto d = std::make_unique<DifferentialCache>(
       std::move(ctx), [&target](CacheContext c) { return make_sglang_cache(std::move(c), target); },
       [](CacheContext c) { return std::make_unique<KvsimCoreCache>(std::move(c)); });
+  // The loaded revision's eviction amount before an allocation (python/kvsim/sglang_target/
+  // eviction_amounts.py); absent or null (an older driver, a helper it cannot probe): shortfall.
+  const nlohmann::json caps = sglang_capabilities(target);
+  const auto it = caps.find("evict_before_alloc");
+  d->set_sglang_evicts_whole_ask(it != caps.end() && it->is_string() && *it == "whole");
+  return d;
 }
 
 }  // namespace kvsim::sim

@@ -71,6 +71,10 @@ class DifferentialCache final : public CacheUnderTest {
   StorageRunStats storage_stats() const override;
   Decisions take_decisions() override;
 
+  // Beside SGLang's cache: its eviction before an allocation asks the tree for the whole amount
+  // when the pool is short (SGLang before August 2026), not the shortfall.
+  void set_sglang_evicts_whole_ask(bool on) { sglang_evicts_whole_ask_ = on; }
+
   // Calls whose decisions were compared, and differences the by-design table excused.
   int64_t compared() const { return compared_; }
   int64_t excused() const { return excused_; }
@@ -122,6 +126,7 @@ class DifferentialCache final : public CacheUnderTest {
   // check_prefetch_progress finds the operation and, unless the stop policy is best_effort,
   // answers not done. The shadow answers so too.
   std::set<RequestId> revoked_unpolled_;
+  bool sglang_evicts_whole_ask_ = false;
   int64_t compared_ = 0;
   int64_t excused_ = 0;
 };

@@ -16,7 +16,10 @@ Components (each True or False):
   means both;
 - mamba_buildable: HiMambaRadixCache builds, whatever host layouts MambaPoolHost takes;
 - pd: PD decode's retract / resume through SGLang's MetadataBuffers (disaggregation/utils.py);
-- sparse_index: SGLang's NSA / DSA pool in memory_pool.py."""
+- sparse_index: SGLang's NSA / DSA pool in memory_pool.py.
+
+Not a component: evict_before_alloc, what the scheduler's eviction before an allocation asks of
+the tree ("shortfall", "whole" or None: eviction_amounts.py), for kvsim's differential."""
 
 import importlib
 import os
@@ -53,6 +56,7 @@ def _module_or_none(mods, name):
 def capabilities(mods):
     """{component: bool} and mamba_host_layouts (a list) for the loaded revision (see the module's
     docstring)."""
+    from kvsim.sglang_target.eviction_amounts import evict_before_alloc  # noqa: PLC0415
     from kvsim.sglang_target.retract_pool import nsa_class  # noqa: PLC0415
     utils = _module_or_none(mods, "sglang.srt.disaggregation.utils")
     mem_pool = _module_or_none(mods, f"{MC}.memory_pool")
@@ -64,7 +68,8 @@ def capabilities(mods):
             "mamba_host_layouts": layouts,
             "mamba_buildable": buildable,
             "pd": utils is not None and isinstance(getattr(utils, "MetadataBuffers", None), type),
-            "sparse_index": mem_pool is not None and nsa_class(mem_pool) is not None}
+            "sparse_index": mem_pool is not None and nsa_class(mem_pool) is not None,
+            "evict_before_alloc": evict_before_alloc(mods)}
 
 
 # The host layouts the swarm draws (sim/campaign/swarm.cpp); each must be one MambaPoolHost takes.
