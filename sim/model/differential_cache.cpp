@@ -393,7 +393,7 @@ bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
     const size_t prefill_len = prefill != prefill_len_.end() ? prefill->second : r.prompt_len;
     if (s && primary_->core == nullptr && computed < std::min(target, prefill_len) &&
         ctx_.scenario.scheduler.mode != SchedulerMode::kPd) {
-      cache_unfinished(r, target, target < prefill_len);
+      s = cache_unfinished(r, target, target < prefill_len);
     }
     shadow_->noted["computed"] = s;
   });
@@ -427,7 +427,7 @@ void DifferentialCache::evict_before_alloc(size_t computed, size_t target) {
   if (available < ask) core.evict(sglang_evicts_whole_ask_ ? ask : ask - available);
 }
 
-void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool chunked) {
+bool DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool chunked) {
   // SGLang's scheduler caches a prefill's prefix as each chunk ends (cache_unfinished_req):
   // a request running beside it hits it, and write-through counts it. kvsim's core inserts at
   // finish only, so the shadow does what cache_unfinished_req does with its own protocol —
@@ -445,7 +445,10 @@ void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool ch
   }
   const std::optional<AdmitDecision> again =
       s.cache->admit(r, /*load_back=*/false, /*defer_load=*/false, std::nullopt);
-  KV_ASSERT(again.has_value(), "the shadow could not take back a prefix it just inserted");
+  // With Mamba it fails where kvsim's core has no state for the request (all held or locked,
+  // after evicting one as SGLang's fork does) while SGLang's fork found one: a difference in the
+  // caches' Mamba state, reported by the caller as this compute's decision.
+  if (!again) return false;
   size_t have = again->owned_from;
   if (have < computed) {
     ShadowComputed view(r, have);
@@ -453,6 +456,7 @@ void DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool ch
     have = computed;
   }
   shadow_computed_[r.rid] = have;
+  return true;
 }
 
 void DifferentialCache::finish(SimRequest& r) {

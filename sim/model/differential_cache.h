@@ -103,8 +103,9 @@ class DifferentialCache final : public CacheUnderTest {
   // positions [computed, target).
   void evict_before_alloc(size_t computed, size_t target);
   // The shadow's cache_unfinished_req of a prefill that has computed `computed` tokens
-  // (chunked: a middle chunk, computed short of the prefill).
-  void cache_unfinished(SimRequest& r, size_t computed, bool chunked);
+  // (chunked: a middle chunk, computed short of the prefill). False: the shadow could not take
+  // the request's prefix back (no Mamba state for it).
+  bool cache_unfinished(SimRequest& r, size_t computed, bool chunked);
 
   CacheContext ctx_;
   ExecutorStats shadow_stats_;
