@@ -42,11 +42,29 @@ TargetCapabilities capabilities_of(const Target& target);
 std::vector<KVLayout> host_layouts_from_json(const nlohmann::json& names);
 
 // Turns off what `target` cannot run; returns what it turned off ("swa", "mamba", ...), empty
-// when the scenario runs as drawn.
+// when the scenario runs as drawn. A target other than kvsim's core also gets units of about
+// kSglangUnitOps ops ("unit_length" when it lowered the requests; fit_unit_length).
 std::vector<std::string> fit_to_target(Scenario& s, const Target& target);
 
 // The same, for a target with capabilities `can` (`kvsim`: kvsim's core).
 std::vector<std::string> fit_to_capabilities(Scenario& s, const TargetCapabilities& can,
                                              bool kvsim);
+
+// Unit length for a slow target. A unit of SGLang's target runs every op through a Python driver
+// (~1 ms an op), where kvsim's core runs the same op in ~1 us: a drawn unit (20-120 requests,
+// mean ~7,000 ops) takes ~20 s there. To meet issue 27's 50 swarm units a minute on one core, the
+// hunt gives such a target units of ~kSglangUnitOps ops (derivation in target_fit.cpp).
+constexpr int64_t kSglangUnitOps = 800;
+// Fewer requests than this share too little to make a cache state worth a unit (and with the
+// swarm's abort faults more units would finish no request: 8 of 400 at 6 requests).
+constexpr int64_t kMinUnitRequests = 6;
+
+// The ops one request of `s` is expected to cost the simulator: a fit of the ops per request of
+// 400 swarm units (see target_fit.cpp); within x0.4-x2 of the run's own for 90 % of them.
+double estimated_ops_per_request(const Scenario& s);
+
+// Caps s.workload.requests so that the unit is expected to run about `ops` ops (never below
+// kMinUnitRequests, never above what was drawn); true when it lowered them. Depends on `s` only.
+bool fit_unit_length(Scenario& s, int64_t ops);
 
 }  // namespace kvsim::sim

@@ -111,5 +111,30 @@ TEST_F(SglangTargetFit, TheBlindHuntDrawsSwaUnitsOnlyWhereTheRevisionRunsThem) {
   }
 }
 
+TEST_F(SglangTargetFit, TheHuntsUnitsForSglangAreSizedForItsThroughput) {
+  // The hunt's units for SGLang's target, swarm and named, are capped to ~kSglangUnitOps ops
+  // (fit_to_target); the same seeds for kvsim's core keep what was drawn.
+  HuntOptions sglang;
+  sglang.target = at("sglang-6ed5780c4f");
+  sglang.named = {load_scenario(KVSIM_SOURCE_DIR "/scenarios/file_storage_budget.json"),
+                  load_scenario(KVSIM_SOURCE_DIR "/scenarios/pd_retract_resume_sparse.json")};
+  HuntOptions core = sglang;
+  core.target = Target{};
+  int shorter = 0;
+  for (uint64_t i = 0; i < 40; ++i) {
+    const HuntUnit a = hunt_unit(sglang, i);
+    const HuntUnit k = hunt_unit(core, i);
+    const int64_t r = a.scenario.workload.requests;
+    EXPECT_LE(r, k.scenario.workload.requests) << i;
+    if (r > kMinUnitRequests) {
+      EXPECT_LE(static_cast<double>(r) * estimated_ops_per_request(a.scenario),
+                static_cast<double>(kSglangUnitOps))
+          << i;
+    }
+    shorter += r < k.scenario.workload.requests ? 1 : 0;
+  }
+  EXPECT_GT(shorter, 30);
+}
+
 }  // namespace
 }  // namespace kvsim::sim

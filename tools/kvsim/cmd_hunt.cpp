@@ -122,7 +122,10 @@ int hunt_command(const HuntCommand& c) {
       }
       std::fflush(stderr);
     };
-    o.unit_timeout_s = c.unit_timeout_s.value_or(o.target.is_kvsim() ? 30.0 : 600.0);
+    // SGLang's units are sized to ~1 s of one core (sim/campaign/target_fit.h); 120 s leaves
+    // room for the longest capped units on a loaded machine without letting a stuck one eat
+    // a 10-minute hunt.
+    o.unit_timeout_s = c.unit_timeout_s.value_or(o.target.is_kvsim() ? 30.0 : 120.0);
     const std::string dir = scenarios_dir(c.scenarios);
     if (!dir.empty()) o.named = named_scenarios(dir);
     if (o.time_budget_s <= 0 && o.max_units == 0) {

@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
       ->add_option(
           "--unit-timeout", hunt.unit_timeout_s,
           "Wall seconds one unit (seed run) may take; longer is a 'hang' failure (0 = none; "
-          "default 30, or 600 with --target sglang)")
+          "default 30, or 120 with --target sglang)")
       ->check(kFinite);
   hunt_cmd->add_option("--report", hunt.report,
                        "Write a self-contained HTML report of the hunt to this folder");
