@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Throughput of the SGLang target (SGLang's own HiRadixCache driven by kvsim, docs/sglang-hunt.md)
 # against kvsim's core on the same hunt units: the same swarm seeds 1..UNITS, each drawn scenario
-# fitted to its target (sim/campaign/target_fit.cpp), run one after another on one core (-j 1).
+# fitted to its target (sim/campaign/target_fit.cpp: SGLang's units are capped to ~800 ops, the
+# core's run as drawn, so compare ops/s), run one after another on one core (-j 1).
 #
 #   tools/sglang_throughput.sh [UNITS] [SGLANG_SRC]      (defaults: 6, bundle:sglang-6ed5780c4f)
 #
 # Prints per target: units, ops, wall seconds, ops/s and units per minute (wall clock, with the
-# fork server: one driver start per kvsim process); then, with KVSIM_SGLANG_FORK=0 (a driver
-# process per unit, so that its CPU time is counted), the CPU seconds of kvsim plus its drivers,
-# driver starts included. Wall figures on a shared machine depend on its load (printed).
+# fork server: one driver start per kvsim process); then the CPU seconds of kvsim plus the fork
+# server and its forked drivers (the server waits for them, kvsim for the server), the server's
+# one start included, and ops/s and units per minute per core from them. Wall figures on a shared
+# machine depend on its load (printed); CPU seconds less so.
 # Needs /usr/bin/python3 with torch and the SGLang bundle (../shared/sglang) for bundle: sources.
 # KVSIM=path/to/kvsim (default: build/default/tools/kvsim).
 set -euo pipefail
@@ -26,7 +28,8 @@ mkdir -p "$WORK/no-scenarios"  # no named scenarios: every unit is a swarm unit
 hunt() {  # hunt NAME [flags...] -> NAME.json, NAME.time (user sys wall)
   local name="$1"; shift
   /usr/bin/time -f "%U %S %e" -o "$WORK/$name.time" "$KVSIM" hunt --units "$UNITS" --time-budget 0 -j 1 \
-    --unit-timeout 0 --no-shrink --json --scenarios "$WORK/no-scenarios" --trace-dir "$WORK/$name" "$@" \
+    --unit-timeout 0 --no-shrink --failures "$UNITS" --json --scenarios "$WORK/no-scenarios" \
+    --trace-dir "$WORK/$name" "$@" \
     >"$WORK/$name.json" 2>"$WORK/$name.err" || [ $? -eq 1 ]  # 1: a failure found (still timed)
 }
 
@@ -44,11 +47,11 @@ hunt core
 report core "kvsim's core"
 hunt sglang --target sglang --sglang-src "$SRC"
 report sglang "SGLang's cache (fork server)"
-KVSIM_SGLANG_FORK=0 hunt sglang_cpu --target sglang --sglang-src "$SRC"
 # (time -o writes "Command exited with non-zero status 1" first when a failure was found)
-read -r cu cs cw < <(tail -1 "$WORK/core.time"); read -r su ss sw < <(tail -1 "$WORK/sglang_cpu.time")
-units=$(jq -r '.hunt.units' "$WORK/sglang_cpu.json"); ops=$(jq -r '.hunt.ops' "$WORK/sglang_cpu.json")
+read -r cu cs cw < <(tail -1 "$WORK/core.time"); read -r su ss sw < <(tail -1 "$WORK/sglang.time")
+units=$(jq -r '.hunt.units' "$WORK/sglang.json"); ops=$(jq -r '.hunt.ops' "$WORK/sglang.json")
 awk -v u="$units" -v o="$ops" -v c="$su" -v cs="$ss" -v k="$cu" -v ks="$cs" 'BEGIN {
   c += cs; k += ks
-  printf "CPU: kvsim core %.2f s; SGLang %.2f s for %d units (a driver start each): %.0f ops/s, %.1f units/min per core\n",
+  printf "CPU: kvsim core %.2f s; SGLang %.2f s for %d units (fork server and drivers): %.0f ops/s, %.1f units/min per core\n",
          k, c, u, o / c, u * 60 / c }'
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
