@@ -9,6 +9,7 @@
 #include "sim/config/scenario.h"
 #include "sim/model/core_cache.h"
 #include "sim/model/sglang_cache.h"
+#include "sim/model/storage_faults.h"
 
 namespace kvsim::sim {
 
@@ -493,7 +494,21 @@ void DifferentialCache::retract(SimRequest& r) {
 
 void DifferentialCache::abort(SimRequest& r) {
   begin_call();
-  if (primary_->core == nullptr && r.prefetching && storage_enabled()) ++dead_prefetch_ops_;
+  if (primary_->core == nullptr && r.prefetching && storage_enabled()) {
+    // SGLang's query worker still dequeues the operation of a request aborted before its query
+    // (release_aborted_request only marks it): the shadow's query steps take their turn on it.
+    bool querying = false;
+    if (shadow_->core != nullptr) {
+      const auto& ops = shadow_->core->cache().prefetches();
+      const auto it = ops.find(r.rid);
+      querying = it != ops.end() && it->second.state == PrefetchOp::State::kQuery;
+    }
+    if (querying) {
+      dead_queries_.insert(r.rid);
+    } else {
+      ++dead_prefetch_ops_;
+    }
+  }
   primary_->cache->abort(r);
   on_shadow([&] {
     // SGLang ends an aborted running request through release_kv_cache(is_insert=True): what it
@@ -545,6 +560,19 @@ void DifferentialCache::poll() {
     release_revoked_prefetches();
   });
   compare("poll", nullptr, std::move(p), take(*shadow_));
+}
+
+bool DifferentialCache::dead_query_turn(int64_t fault) {
+  if (dead_queries_.empty() || shadow_->core == nullptr) return false;
+  if (static_cast<StorageFault>(fault & 0xff) == StorageFault::kSlowIo) return false;  // no turn
+  // SGLang's prefetch_queue is FIFO in arrival (request id) order, the core's query step takes
+  // the lowest querying id: the dead operation's turn comes when no live one is older.
+  const RequestId dead = *dead_queries_.begin();
+  for (const auto& [rid, op] : shadow_->core->cache().prefetches()) {
+    if (op.state == PrefetchOp::State::kQuery && rid < dead) return false;
+  }
+  dead_queries_.erase(dead_queries_.begin());
+  return true;
 }
 
 void DifferentialCache::release_revoked_prefetches() {
@@ -613,6 +641,10 @@ OpOutcome DifferentialCache::storage(uint32_t worker, int64_t fault) {
       for (const auto& [rid, op] : shadow_->core->cache().prefetches()) {
         if (op.state == PrefetchOp::State::kQuery) querying.push_back(rid);
       }
+    }
+    if (worker == 0 && dead_query_turn(fault)) {
+      shadow_->noted["did"] = 1;  // SGLang's worker revokes the dead operation: one step
+      return;
     }
     const OpOutcome s = shadow_->cache->storage(worker, fault);
     shadow_->noted["did"] = s.applied && s.ok;

@@ -91,6 +91,9 @@ class DifferentialCache final : public CacheUnderTest {
   void begin_call();
   // The shadow's arrival as SGLang's scheduler does it (a prefetch decision).
   bool sglang_arrive(SimRequest& r, uint64_t now);
+  // Whether this query step of the shadow is the turn of an aborted request's operation that
+  // SGLang's query worker still dequeues (dead_queries_); takes it off the list when it is.
+  bool dead_query_turn(int64_t fault);
   // SGLang's request-row allocation on the shadow (Mamba: free states first).
   void sglang_request_slot();
   // The shadow's poll, its copy streams run until it consumed as many acks as the primary.
@@ -122,6 +125,9 @@ class DifferentialCache final : public CacheUnderTest {
   // Requests aborted while prefetching whose operation SGLang's storage workers may still
   // dequeue (the by-design row for storage steps, differential_cache.cpp).
   int64_t dead_prefetch_ops_ = 0;
+  // Requests aborted before their storage query: SGLang's query worker still dequeues each one's
+  // operation in its turn (a step that only revokes it), the core dropped it at the abort.
+  std::set<RequestId> dead_queries_;
   // Prefetches the shadow's storage query revoked since the last poll. SGLang's query worker
   // only queues such a revoke (prefetch_revoke_queue), which its poll drains; until then
   // check_prefetch_progress finds the operation and, unless the stop policy is best_effort,

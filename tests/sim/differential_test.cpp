@@ -6,6 +6,7 @@
 // default scenario runs with the differential on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -207,6 +208,30 @@ TEST(DifferentialSglang, AStorageRevokeReachesTheShadowAtTheNextPollAsInSglang) 
   EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
                       << ": " << r.violation->detail;
   EXPECT_EQ(rep.rejected, 0);  // every op applied, the last prefetch_check too
+}
+
+// A request aborted before its storage query: SGLang's query worker still dequeues its operation
+// in its turn (a step that only revokes it), kvsim's core dropped it at the abort, so the shadow
+// ran one query ahead. The hunt's trace of file_storage_budget seed 16 (87 ops: "prefetch_check
+// of request 3: prefetch_done: 0 vs 1" before the shadow gave the dead operation its turn)
+// replays clean to its end.
+TEST(DifferentialSglang, AnAbortedRequestsQueuedQueryTakesItsTurnInTheShadow) {
+  if (const std::string why = kvsim::testing::sglang_skip_reason(); !why.empty())
+    GTEST_SKIP() << why;
+  setenv("KVSIM_SOURCE_DIR", KVSIM_SOURCE_DIR, 0);
+  const AnyTrace t =
+      read_trace(std::string(KVSIM_SOURCE_DIR) +
+                 "/tests/sim/differential_traces/aborted_prefetch_query_turn.trace.jsonl");
+  ASSERT_TRUE(t.ops.target.differential);
+  const auto abort = std::find_if(t.ops.ops.begin(), t.ops.ops.end(),
+                                  [](const Op& op) { return op.kind == OpKind::kAbort; });
+  ASSERT_NE(abort, t.ops.ops.end()) << "the witness has no abort";
+  const ReplayReport rep =
+      replay_trace(t.ops, ReplayOptions{.stop_at_problem = false, .check_chain = false});
+  const RunResult& r = rep.result;
+  EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
+                      << ": " << r.violation->detail;
+  EXPECT_EQ(rep.rejected, 0);
 }
 
 // --- The hybrid and PD paths (issue 31): SGLang's HiMambaRadixCache and the PD decode's
