@@ -1,11 +1,14 @@
 #include "sim/campaign/rebuild_check.h"
 
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
 #include "core/tree/token_run.h"
+#include "core/tree/wide_ids.h"
 
 namespace kvsim::sim {
 namespace {
@@ -46,6 +49,31 @@ std::string node_text(const RadixTree& t, const TreeNode* n) {
   return n == nullptr || n == t.root() ? "root" : std::to_string(n->id);
 }
 
+size_t walked_nodes(const RadixTree& t) {
+  size_t n = 0;
+  t.for_each_node([&](const TreeNode&) { ++n; });
+  return n;
+}
+
+std::string value_text(const std::optional<IndexVector>& v) {
+  return v ? std::to_string(v->size()) + " slots" : std::string("none");
+}
+
+// The path node with the longest key, when it has at least two pages: where a key that
+// diverges mid-node is made (its offset in the path is returned through `start`).
+const TreeNode* longest_node(const TreeNode& leaf, size_t page, size_t* start) {
+  const TreeNode* best = nullptr;
+  size_t at = 0;
+  for (const TreeNode* n : RadixTree::path_to(const_cast<TreeNode&>(leaf))) {
+    if (n->key.size() >= 2 * page && (best == nullptr || n->key.size() > best->key.size())) {
+      best = n;
+      *start = at;
+    }
+    at += n->key.size();
+  }
+  return best;
+}
+
 // Wide token ids (int64, as the Python module passes SGLang's tensors): the same inserts and
 // matches, narrow on one rebuild of `s` and wide on another, must give the same results and
 // leave the same trees; a wide id past Token's range matches nothing from its page on and is
@@ -58,6 +86,13 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
   wide.restore(s);
   const auto page = static_cast<size_t>(tree.page_size());
   constexpr int64_t kOutOfRange = int64_t{1} << 40;
+  // Slots no pool hands out: these trees only hold them.
+  const auto value_of = [](size_t begin, size_t end) {
+    std::vector<SlotIndex> v;
+    for (size_t i = begin; i < end; ++i)
+      v.push_back((SlotIndex{1} << 40) + static_cast<SlotIndex>(i));
+    return IndexVector(Tier::kDevice, std::move(v));
+  };
   for (size_t k = 0; k < leaves.size() && k < kMaxWideLeaves; ++k) {
     const TreeNode& leaf = *leaves[k];
     // The leaf's path and one new page under it (a leaf has no child, so the page is new).
@@ -66,24 +101,28 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
     for (size_t j = 0; j < page; ++j)
       t.push_back(static_cast<Token>(1000000 + k * page + j));
     std::vector<int64_t> w(t.begin(), t.end());
-    // Slots no pool hands out: these trees only hold them.
-    const auto value_of = [](size_t begin, size_t end) {
-      std::vector<SlotIndex> v;
-      for (size_t i = begin; i < end; ++i)
-        v.push_back((SlotIndex{1} << 40) + static_cast<SlotIndex>(i));
-      return IndexVector(Tier::kDevice, std::move(v));
-    };
     const std::string where = "wide ids, node " + std::to_string(leaf.id) + "'s path + 1 page: ";
     // A wide insert whose new page holds an id past Token's range: refused, tree unchanged.
-    std::vector<int64_t> bad = w;
-    bad.back() = kOutOfRange;
-    bool refused = false;
-    try {
-      wide.insert(leaf.ns, std::span<const int64_t>(bad), value_of);
-    } catch (const TokenOutOfRange&) {
-      refused = true;
+    // Far out of range, and one past either end of Token's range (the boundaries).
+    for (const int64_t out : {kOutOfRange, int64_t{std::numeric_limits<Token>::max()} + 1,
+                              int64_t{std::numeric_limits<Token>::min()} - 1}) {
+      std::vector<int64_t> bad = w;
+      bad.back() = out;
+      bool refused = false;
+      try {
+        wide.insert(leaf.ns, std::span<const int64_t>(bad), value_of);
+      } catch (const TokenOutOfRange&) {
+        refused = true;
+      }
+      if (!refused) {
+        return where + "an insert with the id " + std::to_string(out) +
+               " (past Token's range) was accepted";
+      }
+      if (std::string p = wide_helpers_problem(t, bad, all_wide_ids_fit, equal_wide_chunks);
+          !p.empty()) {
+        return where + p;
+      }
     }
-    if (!refused) return where + "an insert with an id past Token's range was accepted";
     const InsertResult a = narrow.insert(leaf.ns, std::span<const Token>(t), value_of);
     const InsertResult b = wide.insert(leaf.ns, std::span<const int64_t>(w), value_of);
     if (a.prefix_len != b.prefix_len ||
@@ -107,6 +146,48 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
              node_text(wide, mb.best_match_node);
     }
   }
+  // Keys that leave a stored key mid-node (one id changed inside the longest node of a path):
+  // the wide walk compares whole chunks of ids first, so a divergence must stop it where the
+  // narrow walk stops.
+  for (size_t k = 0; k < leaves.size() && k < kMaxWideLeaves; ++k) {
+    const TreeNode& leaf = *leaves[k];
+    size_t start = 0;
+    const TreeNode* node = longest_node(leaf, page, &start);
+    if (node == nullptr) continue;
+    const std::vector<Token> path = RadixTree::prefix_tokens(leaf);
+    std::vector<Token> t = path;
+    const size_t d = start + node->key.size() / page / 2 * page;
+    t[d] ^= 1;
+    const std::vector<int64_t> w(t.begin(), t.end());
+    const std::string where = "wide ids, node " + std::to_string(leaf.id) + "'s path with id " +
+                              std::to_string(d) + " changed: ";
+    if (std::string p = wide_helpers_problem(path, w, all_wide_ids_fit, equal_wide_chunks);
+        !p.empty()) {
+      return where + p;
+    }
+    const std::vector<int64_t> same(path.begin(), path.end());
+    if (std::string p = wide_helpers_problem(path, same, all_wide_ids_fit, equal_wide_chunks);
+        !p.empty()) {
+      return "wide ids, node " + std::to_string(leaf.id) + "'s path: " + p;
+    }
+    const MatchResult ma = narrow.match_prefix(leaf.ns, std::span<const Token>(t));
+    const MatchResult mb = wide.match_prefix(leaf.ns, std::span<const int64_t>(w));
+    if (ma.device_hit_length() != mb.device_hit_length() ||
+        ma.host_hit_length != mb.host_hit_length ||
+        node_text(narrow, ma.best_match_node) != node_text(wide, mb.best_match_node)) {
+      return where + "match: narrow device hit " + std::to_string(ma.device_hit_length()) +
+             " host hit " + std::to_string(ma.host_hit_length) + ", wide device hit " +
+             std::to_string(mb.device_hit_length()) + " host hit " +
+             std::to_string(mb.host_hit_length);
+    }
+    const InsertResult a = narrow.insert(leaf.ns, std::span<const Token>(t), value_of);
+    const InsertResult b = wide.insert(leaf.ns, std::span<const int64_t>(w), value_of);
+    if (a.prefix_len != b.prefix_len ||
+        node_text(narrow, a.last_node) != node_text(wide, b.last_node)) {
+      return where + "insert: narrow prefix " + std::to_string(a.prefix_len) + ", wide prefix " +
+             std::to_string(b.prefix_len);
+    }
+  }
   if (!(narrow.snapshot() == wide.snapshot())) {
     return "wide ids: the same inserts and matches left different trees, narrow and wide";
   }
@@ -114,6 +195,154 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
 }
 
 }  // namespace
+
+std::string node_fields_problem(const RadixTree& a, const RadixTree& b) {
+  if (walked_nodes(a) != walked_nodes(b) || a.node_count() != b.node_count()) {
+    return "node counts (walked, indexed): original " + std::to_string(walked_nodes(a)) + ", " +
+           std::to_string(a.node_count()) + "; rebuilt " + std::to_string(walked_nodes(b)) + ", " +
+           std::to_string(b.node_count());
+  }
+  std::string problem;
+  a.for_each_node([&](const TreeNode& n) {
+    if (!problem.empty() || &n == a.root()) return;
+    const TreeNode* m = b.find(n.id);
+    const std::string node = "node " + std::to_string(n.id) + ": ";
+    if (m == nullptr || m == b.root()) {
+      problem = node + "missing from the rebuilt tree";
+      return;
+    }
+    const ComponentData& x = n.full();
+    const ComponentData& y = m->full();
+    auto differs = [&](const char* field, const std::string& was, const std::string& is) {
+      problem = node + field + ": original " + was + ", rebuilt " + is;
+    };
+    auto num = [](auto v) { return std::to_string(v); };
+    if (m->parent->id != n.parent->id) {
+      differs("parent", num(n.parent->id), num(m->parent->id));
+    } else if (m->ns != n.ns) {
+      differs("ns", num(n.ns), num(m->ns));
+    } else if (!std::equal(n.key.begin(), n.key.end(), m->key.begin(), m->key.end())) {
+      differs("key", num(n.key.size()) + " tokens", num(m->key.size()) + " tokens");
+    } else if (x.value != y.value) {
+      differs("value", value_text(x.value), value_text(y.value));
+    } else if (x.host_value != y.host_value) {
+      differs("host_value", value_text(x.host_value), value_text(y.host_value));
+    } else if (x.lock_ref != y.lock_ref) {
+      differs("lock_ref", num(x.lock_ref), num(y.lock_ref));
+    } else if (x.host_lock_ref != y.host_lock_ref) {
+      differs("host_lock_ref", num(x.host_lock_ref), num(y.host_lock_ref));
+    } else if (m->last_access != n.last_access) {
+      differs("last_access", num(n.last_access), num(m->last_access));
+    } else if (m->creation != n.creation) {
+      differs("creation", num(n.creation), num(m->creation));
+    } else if (m->hit_count != n.hit_count) {
+      differs("hit_count", num(n.hit_count), num(m->hit_count));
+    } else if (m->hash_value != n.hash_value) {
+      differs("hash_value", num(n.hash_value.size()) + " digests",
+              num(m->hash_value.size()) + " digests");
+    } else if (m->backup_tried != n.backup_tried) {
+      differs("backup_tried", num(n.backup_tried), num(m->backup_tried));
+    } else if (m->write_through_pending != n.write_through_pending) {
+      differs("write_through_pending", num(n.write_through_pending.value_or(0)),
+              num(m->write_through_pending.value_or(0)));
+    } else if (m->device_children != n.device_children) {
+      differs("device_children", num(n.device_children), num(m->device_children));
+    } else if (m->device_leaf_key != n.device_leaf_key || m->host_leaf_key != n.host_leaf_key) {
+      problem = node + "filed under a different eviction key";
+    }
+  });
+  return problem;
+}
+
+std::string new_tree_problem(const RadixTree& t) {
+  const RadixTree fresh(t.options());
+  if (walked_nodes(t) != 1 || t.node_count() != 1) {
+    return "a walk visits " + std::to_string(walked_nodes(t)) + " node(s) and the index holds " +
+           std::to_string(t.node_count()) + ", not the root alone";
+  }
+  if (t.evictable_size() != 0 || t.protected_size() != 0 || t.host_size() != 0 ||
+      t.device_leaf_count() != 0 || t.host_leaf_count() != 0 ||
+      t.next_device_victim() != nullptr || t.next_host_victim() != nullptr) {
+    return "sizes, leaf sets or victims left over";
+  }
+  const TreeSnapshot s = t.snapshot();
+  const TreeSnapshot want = fresh.snapshot();
+  if (s.next_id != want.next_id || s.clock != want.clock) {
+    return "next id " + std::to_string(s.next_id) + " and clock " + std::to_string(s.clock) +
+           ", a new tree's " + std::to_string(want.next_id) + " and " + std::to_string(want.clock);
+  }
+  if (!(s == want)) return "its snapshot differs from a new tree's";
+  return "";
+}
+
+std::string refused_restore_problem(const RadixTreeOptions& options, const TreeSnapshot& s) {
+  const auto first = std::find_if(s.nodes.begin(), s.nodes.end(),
+                                  [](const NodeSnapshot& n) { return n.parent == 0; });
+  if (first == s.nodes.end()) return "";
+  TreeSnapshot bad = s;
+  NodeSnapshot twin = *first;  // same namespace and first page as a root child: refused
+  twin.id = s.next_id;
+  twin.lock_ref = 0;
+  twin.host_lock_ref = 0;
+  twin.write_through_pending.reset();
+  bad.nodes.push_back(twin);
+  bad.next_id = s.next_id + 1;
+  RadixTree t(options);
+  try {
+    t.restore(bad);
+    return "refused restore: a snapshot with two root children sharing a first page was "
+           "accepted";
+  } catch (const SnapshotError& e) {
+    if (e.field() != "key") {
+      return std::string("refused restore: refused before linking, not for the shared page: ") +
+             e.what();
+    }
+  } catch (const AssertionFailure& e) {
+    return std::string("refused restore: a core assertion: ") + e.what();
+  }
+  if (std::string p = new_tree_problem(t); !p.empty()) {
+    return "after a refused restore the tree is not new: " + p;
+  }
+  try {
+    t.restore(s);
+  } catch (const SnapshotError& e) {
+    return std::string("after a refused restore, the tree's own snapshot was refused: ") +
+           e.what();
+  } catch (const AssertionFailure& e) {
+    return std::string("after a refused restore, restore asserted: ") + e.what();
+  }
+  if (!(t.snapshot() == s)) return "after a refused restore, the restored tree differs";
+  return "";
+}
+
+std::string wide_helpers_problem(std::span<const Token> key, std::span<const int64_t> ids,
+                                 WideFitFn fit, WideChunksFn chunks) {
+  const bool fits = std::all_of(ids.begin(), ids.end(), fits_token);
+  if (fit(ids.data(), ids.size()) != fits) {
+    return std::string("all_wide_ids_fit says ") + (fits ? "false" : "true") + " for " +
+           std::to_string(ids.size()) + " ids";
+  }
+  std::vector<Token> narrowed(ids.size());
+  if (narrow_wide_ids(ids.data(), ids.size(), narrowed.data()) != fits) {
+    return std::string("narrow_wide_ids says ") + (fits ? "false" : "true");
+  }
+  if (fits && !std::equal(narrowed.begin(), narrowed.end(), ids.begin(), ids.end())) {
+    return "narrow_wide_ids changed an id that fits";
+  }
+  constexpr size_t kChunk = 64;  // equal_wide_chunks's unit (wide_ids.h)
+  const size_t limit = std::min(key.size(), ids.size());
+  size_t equal = 0;
+  while (equal < limit && static_cast<int64_t>(key[equal]) == ids[equal])
+    ++equal;
+  const size_t want = equal / kChunk * kChunk;
+  const size_t got = chunks(key.data(), ids.data(), limit);
+  if (got != want) {
+    return "equal_wide_chunks counts " + std::to_string(got) + " equal leading ids in whole "
+           "chunks of 64 (of " + std::to_string(limit) + "), the first " + std::to_string(equal) +
+           " agree: " + std::to_string(want);
+  }
+  return "";
+}
 
 std::string rebuild_problem(const RadixTree& tree) {
   const TreeSnapshot s = tree.snapshot();
@@ -170,6 +399,7 @@ std::string rebuild_problem(const RadixTree& tree) {
     return "next host victim: original node " + id_text(tree.next_host_victim()) +
            ", rebuilt node " + id_text(rebuilt.next_host_victim());
   }
+  if (std::string p = node_fields_problem(tree, rebuilt); !p.empty()) return p;
   // Matches go to the rebuilt tree only (a match refreshes access times).
   std::vector<const TreeNode*> leaves;
   tree.for_each_node([&](const TreeNode& n) {
@@ -203,10 +433,11 @@ std::string rebuild_problem(const RadixTree& tree) {
     }
   }
   try {
-    return wide_problem(tree, s, leaves);
+    if (std::string p = wide_problem(tree, s, leaves); !p.empty()) return p;
   } catch (const AssertionFailure& e) {
     return std::string("wide ids: a core assertion: ") + e.what();
   }
+  return refused_restore_problem(tree.options(), s);
 }
 
 void RebuildCheck::attach(Executor& executor) {

@@ -8,6 +8,7 @@
 
 #include "core/tree/radix_tree.h"
 #include "core/tree/swa_component.h"
+#include "core/tree/wide_ids.h"
 #include "sim/campaign/rebuild_check.h"
 #include "sim/campaign/runner.h"
 #include "sim/campaign/swarm.h"
@@ -60,6 +61,84 @@ TEST(RebuildCheck, CatchesAStaleEvictionKey) {
   const std::string p = rebuild_problem(t.tree);
   EXPECT_NE(p.find("next device victim: original node " + std::to_string(t.a)), std::string::npos)
       << p;
+}
+
+// Planted: a field snapshot() would drop (here: written into the rebuilt tree after the fact,
+// as a restore that skipped it would leave it) is caught by comparing the nodes themselves.
+TEST(RebuildCheck, ComparesEveryNodeFieldDirectly) {
+  ThreeLeaves t;
+  RadixTree rebuilt(t.tree.options());
+  rebuilt.restore(t.tree.snapshot());
+  EXPECT_EQ(node_fields_problem(t.tree, rebuilt), "");
+  rebuilt.find(t.b)->creation = 0;
+  EXPECT_NE(node_fields_problem(t.tree, rebuilt).find("node " + std::to_string(t.b) +
+                                                      ": creation"),
+            std::string::npos)
+      << node_fields_problem(t.tree, rebuilt);
+  rebuilt.find(t.b)->creation = t.tree.find(t.b)->creation;
+  rebuilt.find(t.c)->hit_count += 1;
+  EXPECT_NE(node_fields_problem(t.tree, rebuilt).find("hit_count"), std::string::npos);
+}
+
+// A refused restore must leave a new tree. Planted: leftovers a discard that forgot a field
+// would leave (a root child, a clock) are named; the real failure path leaves none.
+TEST(RebuildCheck, ARefusedRestoreLeavesANewTree) {
+  ThreeLeaves t;
+  EXPECT_EQ(refused_restore_problem(t.tree.options(), t.tree.snapshot()), "");
+  EXPECT_EQ(new_tree_problem(RadixTree(t.tree.options())), "");
+  RadixTree used(t.tree.options());
+  used.insert(0, std::vector<Token>{7, 7}, device_slots(50, 2));
+  EXPECT_NE(new_tree_problem(used).find("not the root alone"), std::string::npos)
+      << new_tree_problem(used);
+  RadixTree touched(t.tree.options());
+  TreeSnapshot empty = touched.snapshot();
+  empty.clock = 5;  // no node, a clock that ran
+  touched.restore(empty);
+  const std::string p = new_tree_problem(touched);
+  EXPECT_NE(p.find("clock"), std::string::npos) << p;
+}
+
+// Planted wrong wide-id helpers, each a mutant the hunt once missed: a fit test shifted one bit
+// too far (accepts 2^31), a chunk compare that never records a difference, and one that reads
+// the key backwards.
+bool fit_shifted(const int64_t* ids, size_t n) {
+  uint64_t high = 0;
+  for (size_t i = 0; i < n; ++i)
+    high |= static_cast<uint64_t>(ids[i]) + 0x80000000ull;
+  return (high >> 33) == 0;
+}
+size_t chunks_never_differ(const Token*, const int64_t*, size_t limit) {
+  return limit / 64 * 64;
+}
+size_t chunks_reversed(const Token* key, const int64_t* ids, size_t limit) {
+  size_t n = 0;
+  while (n + 64 <= limit) {
+    uint64_t diff = 0;
+    for (size_t k = 0; k < 64; ++k)
+      diff |= static_cast<uint64_t>(static_cast<int64_t>(key[n + 63 - k]) ^ ids[n + k]);
+    if (diff != 0) break;
+    n += 64;
+  }
+  return n;
+}
+
+TEST(RebuildCheck, WideHelpersAgainstPlainReferences) {
+  std::vector<Token> key(200);
+  for (size_t i = 0; i < key.size(); ++i)
+    key[i] = static_cast<Token>(i * 7 % 50);
+  std::vector<int64_t> ids(key.begin(), key.end());
+  EXPECT_EQ(wide_helpers_problem(key, ids, all_wide_ids_fit, equal_wide_chunks), "");
+  EXPECT_NE(wide_helpers_problem(key, ids, all_wide_ids_fit, chunks_reversed), "");
+  ids[100] += 1;  // the key leaves the ids in the second chunk
+  EXPECT_EQ(wide_helpers_problem(key, ids, all_wide_ids_fit, equal_wide_chunks), "");
+  EXPECT_NE(wide_helpers_problem(key, ids, all_wide_ids_fit, chunks_never_differ).find(
+                "equal_wide_chunks counts 192"),
+            std::string::npos);
+  ids[100] -= 1;
+  ids.back() = int64_t{1} << 31;  // one past Token's range
+  EXPECT_EQ(wide_helpers_problem(key, ids, all_wide_ids_fit, equal_wide_chunks), "");
+  EXPECT_NE(wide_helpers_problem(key, ids, fit_shifted, equal_wide_chunks).find("all_wide_ids_fit"),
+            std::string::npos);
 }
 
 TEST(RebuildCheck, AHybridTreeIsRefusedByName) {
