@@ -20,6 +20,9 @@ namespace {
 // the core's admission reports only what it loaded (compared as `loaded`).
 constexpr std::string_view kOneSided[] = {"host_hit"};
 
+// SGLang's STORAGE_BATCH_SIZE (mem_cache/hicache_storage.py, every revision in the bundle).
+constexpr int64_t kSglangStorageBatchPages = 128;
+
 // What a by-design row may look at: the two values and what the differential knows of the run.
 struct ByDesignContext {
   const Scenario& scenario;
@@ -173,7 +176,12 @@ DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& prima
   };
   primary_->cache = primary(std::move(primary_ctx));
   primary_->core = dynamic_cast<KvsimCoreCache*>(primary_->cache.get());
-  CacheContext shadow_ctx{.scenario = ctx_.scenario,
+  // Beside SGLang's cache the shadow's storage workers move SGLang's batch per step: a whole
+  // operation of up to STORAGE_BATCH_SIZE (128) pages (_page_transfer, _page_backup loop over
+  // the batches in one dequeue); kvsim's scenario knob is not SGLang's, the driver ignores it.
+  shadow_scenario_ = ctx_.scenario;
+  if (primary_->core == nullptr) shadow_scenario_.cache.storage_batch_pages = kSglangStorageBatchPages;
+  CacheContext shadow_ctx{.scenario = shadow_scenario_,
                           .seed = ctx_.seed,
                           .fail =
                               [this](std::string invariant, std::string detail) {

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 
+#include "sim/config/scenario.h"
 #include "sim/model/cache_under_test.h"
 #include "sim/model/target.h"
 
@@ -111,6 +112,7 @@ class DifferentialCache final : public CacheUnderTest {
   bool cache_unfinished(SimRequest& r, size_t computed, bool chunked);
 
   CacheContext ctx_;
+  Scenario shadow_scenario_;  // the run's, with what the shadow runs SGLang's way
   ExecutorStats shadow_stats_;
   std::unique_ptr<Side> primary_;
   std::unique_ptr<Side> shadow_;
