@@ -392,14 +392,16 @@ bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
     const auto it = shadow_computed_.find(r.rid);
     const size_t computed = it != shadow_computed_.end() ? it->second : r.computed;
     bool s = true;
-    if (computed < target) {  // an excused difference can have the shadow ahead
+    const auto prefill = prefill_len_.find(r.rid);
+    const size_t prefill_len = prefill != prefill_len_.end() ? prefill->second : r.prompt_len;
+    if (computed < target && computed < prefill_len && !mamba_fork_possible()) {
+      s = false;  // the SGLang target defers a prefill step whose fork finds no Mamba slot
+    } else if (computed < target) {  // an excused difference can have the shadow ahead
       if (!oom) evict_before_alloc(computed, target);
       ShadowComputed view(r, computed);
       s = shadow_->cache->compute(r, target, oom);
     }
     if (s) shadow_computed_[r.rid] = std::max(computed, target);
-    const auto prefill = prefill_len_.find(r.rid);
-    const size_t prefill_len = prefill != prefill_len_.end() ? prefill->second : r.prompt_len;
     if (s && primary_->core == nullptr && computed < std::min(target, prefill_len) &&
         ctx_.scenario.scheduler.mode != SchedulerMode::kPd) {
       s = cache_unfinished(r, target, target < prefill_len);
@@ -408,6 +410,19 @@ bool DifferentialCache::compute(SimRequest& r, size_t target, bool oom) {
   });
   compare("compute", &r, take(*primary_), take(*shadow_));
   return p;
+}
+
+bool DifferentialCache::mamba_fork_possible() const {
+  // The SGLang target's Mamba model (mamba_admission.mamba_fork_free): a prefill step, whose
+  // cache_unfinished_req forks the request's state, runs only while a state is free or
+  // evictable; otherwise it is deferred (computed: false), kvsim's scheduler model's choice.
+  if (primary_->core != nullptr || shadow_->core == nullptr) return true;
+  const HiCache& core = shadow_->core->cache();
+  const SidePool* mamba = core.side_pool(ComponentType::kMamba);
+  if (mamba == nullptr) return true;
+  return mamba->device_slots().available_size() +
+             core.tree().aux_evictable_size(ComponentType::kMamba) >=
+         1;
 }
 
 void DifferentialCache::evict_before_alloc(size_t computed, size_t target) {
@@ -444,6 +459,14 @@ bool DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool ch
   // nothing loaded) and compute the unaligned tail again.
   // A middle chunk inserts as SGLang's chunked=True does: no hit counts, no write-through.
   Side& s = *shadow_;
+  // With Mamba, SGLang's cache_unfinished_req takes the slot for the request's forked state
+  // (_alloc_mamba_slot) before its insert, whose write-through then locks the inserted nodes'
+  // states until their acks; the shadow's request gets its new state at the re-admission after
+  // the insert, so it holds that slot from before the insert.
+  std::optional<SlotIndex> fork_slot;
+  if (s.core != nullptr && s.core->cache().side_pool(ComponentType::kMamba) != nullptr) {
+    fork_slot = s.core->cache().alloc_mamba_state();
+  }
   {
     ShadowComputed view(r, computed);
     if (s.core != nullptr && chunked) {
@@ -452,6 +475,7 @@ bool DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool ch
       s.cache->finish(r);
     }
   }
+  if (fork_slot) s.core->cache().free_mamba_state(*fork_slot);
   const std::optional<AdmitDecision> again =
       s.cache->admit(r, /*load_back=*/false, /*defer_load=*/false, std::nullopt);
   // With Mamba it fails where kvsim's core has no state for the request (all held or locked,

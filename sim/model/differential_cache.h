@@ -95,6 +95,8 @@ class DifferentialCache final : public CacheUnderTest {
   // Whether this query step of the shadow is the turn of an aborted request's operation that
   // SGLang's query worker still dequeues (dead_queries_); takes it off the list when it is.
   bool dead_query_turn(int64_t fault);
+  // Whether a prefill step's Mamba fork can find a state in the shadow (SGLang target's test).
+  bool mamba_fork_possible() const;
   // SGLang's request-row allocation on the shadow (Mamba: free states first).
   void sglang_request_slot();
   // The shadow's poll, its copy streams run until it consumed as many acks as the primary.
