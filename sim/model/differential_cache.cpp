@@ -23,6 +23,17 @@ constexpr std::string_view kOneSided[] = {"host_hit"};
 // SGLang's STORAGE_BATCH_SIZE (mem_cache/hicache_storage.py, every revision in the bundle).
 constexpr int64_t kSglangStorageBatchPages = 128;
 
+// SGLang has no knob for the Mamba host pool: MambaPoolHost takes int(device states * ratio)
+// + 1 slots (page size 1) at the hicache_ratio the SGLang target gives the KV host pool
+// (python/kvsim/sglang_target/target.py: (host_tokens - page + 0.5) / device_tokens), whatever
+// the scenario's mamba_host_states says; the shadow's host pool holds as many.
+int64_t sglang_mamba_host_states(const HiCacheOptions& c) {
+  if (c.mamba_device_states <= 0 || c.device_tokens <= 0) return c.mamba_host_states;
+  const double ratio = (static_cast<double>(std::max<int64_t>(c.host_tokens - c.page_size, 0)) + 0.5) /
+                       static_cast<double>(c.device_tokens);
+  return static_cast<int64_t>(static_cast<double>(c.mamba_device_states) * ratio) + 1;
+}
+
 // What a by-design row may look at: the two values and what the differential knows of the run.
 struct ByDesignContext {
   const Scenario& scenario;
@@ -180,7 +191,10 @@ DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& prima
   // operation of up to STORAGE_BATCH_SIZE (128) pages (_page_transfer, _page_backup loop over
   // the batches in one dequeue); kvsim's scenario knob is not SGLang's, the driver ignores it.
   shadow_scenario_ = ctx_.scenario;
-  if (primary_->core == nullptr) shadow_scenario_.cache.storage_batch_pages = kSglangStorageBatchPages;
+  if (primary_->core == nullptr) {
+    shadow_scenario_.cache.storage_batch_pages = kSglangStorageBatchPages;
+    shadow_scenario_.cache.mamba_host_states = sglang_mamba_host_states(ctx_.scenario.cache);
+  }
   CacheContext shadow_ctx{.scenario = shadow_scenario_,
                           .seed = ctx_.seed,
                           .fail =
