@@ -110,11 +110,51 @@ double estimated_ops_per_request(const Scenario& s) {
   return kOpsPerStep * (kStepsPerRequest + std::ceil(prompt / chunk) + output);
 }
 
+namespace {
+
+int64_t round_up_to(int64_t n, int64_t page) {
+  return std::max<int64_t>(page, (n + page - 1) / page * page);
+}
+
+// `tokens` scaled by `f`, a page multiple no smaller than `floor`.
+int64_t scaled(int64_t tokens, double f, int64_t floor, int64_t page) {
+  const auto t = static_cast<int64_t>(std::ceil(static_cast<double>(tokens) * f));
+  return round_up_to(std::max(t, floor), page);
+}
+
+// A unit cut to a fraction `f` of its requests has about `f` of its working set, so pools sized
+// for the drawn unit would rarely fill: the states that need a full pool (eviction under
+// pressure, a prefetch or backup finding no host room, a store over its budget) would go
+// unreached. The pools shrink with the requests, each no smaller than the scenario validates
+// (the device pool and the SWA device pool hold the largest request, as repair() sizes them)
+// and the host pool larger than the device pool where the drawn one was.
+void scale_pools(Scenario& s, double f) {
+  HiCacheOptions& c = s.cache;
+  const WorkloadOptions& w = s.workload;
+  const int64_t page = std::max<int64_t>(1, c.page_size);
+  const int64_t largest = w.system_prompt_tokens + w.prompt_max * 4 + w.output_max;
+  const bool host_larger = c.host_tokens > c.device_tokens;
+  c.device_tokens = scaled(c.device_tokens, f, largest, page);
+  c.host_tokens = scaled(c.host_tokens, f, page, page);
+  if (host_larger && c.host_tokens <= c.device_tokens) c.host_tokens = 2 * c.device_tokens;
+  if (c.swa_device_tokens > 0) c.swa_device_tokens = scaled(c.swa_device_tokens, f, largest, page);
+  if (c.swa_host_tokens > 0) c.swa_host_tokens = scaled(c.swa_host_tokens, f, page, page);
+  if (s.store.capacity_bytes > 0) {
+    const int64_t page_bytes =
+        page * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;  // one page of K and V
+    s.store.capacity_bytes = std::max<int64_t>(
+        page_bytes, static_cast<int64_t>(std::ceil(static_cast<double>(s.store.capacity_bytes) * f)));
+  }
+}
+
+}  // namespace
+
 bool fit_unit_length(Scenario& s, int64_t ops) {
   const double per_request = estimated_ops_per_request(s);
   const auto fits = static_cast<int64_t>(static_cast<double>(ops) / per_request);
   const int64_t cap = std::max(kMinUnitRequests, fits);
   if (s.workload.requests <= cap) return false;
+  scale_pools(s, static_cast<double>(cap) / static_cast<double>(s.workload.requests));
   s.workload.requests = cap;
   return true;
 }

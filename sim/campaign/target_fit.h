@@ -64,7 +64,9 @@ constexpr int64_t kMinUnitRequests = 6;
 double estimated_ops_per_request(const Scenario& s);
 
 // Caps s.workload.requests so that the unit is expected to run about `ops` ops (never below
-// kMinUnitRequests, never above what was drawn); true when it lowered them. Depends on `s` only.
+// kMinUnitRequests, never above what was drawn), and shrinks its pools (device, host, SWA, the
+// store's budget) by the same fraction, within the floors the scenario needs, so that the shorter
+// unit keeps the drawn pressure; true when it lowered them. Depends on `s` only.
 bool fit_unit_length(Scenario& s, int64_t ops);
 
 }  // namespace kvsim::sim

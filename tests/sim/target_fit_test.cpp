@@ -2,6 +2,8 @@
 // capabilities are given, as an SGLang revision's driver would report them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
@@ -163,11 +165,51 @@ void expect_unit_length_respected(const Scenario& drawn, const Scenario& fitted,
     EXPECT_GT(static_cast<double>(r + 1) * per_request, static_cast<double>(kSglangUnitOps))
         << what;
   }
+  // The pools shrink with the requests, no further than the floors: the device pool holds the
+  // largest request; a host pool larger than the device pool stays larger.
+  const HiCacheOptions& d = drawn.cache;
+  const HiCacheOptions& c = fitted.cache;
+  const WorkloadOptions& w = fitted.workload;
+  EXPECT_LE(c.device_tokens, d.device_tokens) << what;
+  EXPECT_LE(c.host_tokens, std::max(d.host_tokens, 2 * c.device_tokens)) << what;
+  EXPECT_GE(c.device_tokens, w.system_prompt_tokens + 4 * w.prompt_max + w.output_max) << what;
+  EXPECT_EQ(c.device_tokens % c.page_size, 0) << what;
+  EXPECT_EQ(c.host_tokens % c.page_size, 0) << what;
+  if (d.host_tokens > d.device_tokens) EXPECT_GT(c.host_tokens, c.device_tokens) << what;
+  EXPECT_LE(fitted.store.capacity_bytes, drawn.store.capacity_bytes) << what;
+  if (r == drawn.workload.requests) EXPECT_EQ(to_json(fitted), to_json(drawn)) << what;
+  // Nothing else changes.
   nlohmann::json a = to_json(drawn);
   nlohmann::json b = to_json(fitted);
-  a["workload"].erase("requests");
-  b["workload"].erase("requests");
+  for (nlohmann::json* j : {&a, &b}) {
+    (*j)["workload"].erase("requests");
+    for (const char* pool : {"device_tokens", "host_tokens", "swa_device_tokens", "swa_host_tokens"})
+      (*j)["cache"].erase(pool);
+    if ((*j)["cache"]["storage"].is_object()) (*j)["cache"]["storage"].erase("capacity_bytes");
+  }
   EXPECT_EQ(a, b) << what;
+}
+
+TEST(TargetFit, AShortenedUnitsPoolsShrinkWithItsRequests) {
+  // file_storage_budget as SGLang's target runs it (a host pool twice the device pool): cut to
+  // a fraction of its requests, its pools and its store's budget shrink by about that fraction.
+  Scenario s = load_scenario(KVSIM_SOURCE_DIR "/scenarios/file_storage_budget.json");
+  s.cache.host_tokens = 2 * s.cache.device_tokens;
+  s.store.backend = StorageKind::kMemory;
+  const Scenario drawn = s;
+  ASSERT_TRUE(fit_unit_length(s, kSglangUnitOps));
+  const double f = static_cast<double>(s.workload.requests) /
+                   static_cast<double>(drawn.workload.requests);
+  ASSERT_LT(f, 0.5);
+  const WorkloadOptions& w = s.workload;
+  const int64_t largest = w.system_prompt_tokens + 4 * w.prompt_max + w.output_max;
+  EXPECT_EQ(s.cache.device_tokens,
+            std::max<int64_t>(largest, static_cast<int64_t>(std::ceil(512 * f))) / 4 * 4 +
+                (std::max<int64_t>(largest, static_cast<int64_t>(std::ceil(512 * f))) % 4 ? 4 : 0));
+  EXPECT_LT(s.cache.host_tokens, drawn.cache.host_tokens);
+  EXPECT_GT(s.cache.host_tokens, s.cache.device_tokens);
+  EXPECT_NEAR(static_cast<double>(s.store.capacity_bytes),
+              static_cast<double>(drawn.store.capacity_bytes) * f, 1.0);
 }
 
 TEST(TargetFit, ASlowTargetsSwarmUnitsAreCappedToTheOpBudgetForEverySeed) {
