@@ -55,7 +55,7 @@ size_t walked_nodes(const RadixTree& t) {
   return n;
 }
 
-std::string value_text(const std::optional<IndexVector>& v) {
+std::string slots_text(const std::optional<IndexVector>& v) {
   return v ? std::to_string(v->size()) + " slots" : std::string("none");
 }
 
@@ -224,9 +224,9 @@ std::string node_fields_problem(const RadixTree& a, const RadixTree& b) {
     } else if (!std::equal(n.key.begin(), n.key.end(), m->key.begin(), m->key.end())) {
       differs("key", num(n.key.size()) + " tokens", num(m->key.size()) + " tokens");
     } else if (x.value != y.value) {
-      differs("value", value_text(x.value), value_text(y.value));
+      differs("value", slots_text(x.value), slots_text(y.value));
     } else if (x.host_value != y.host_value) {
-      differs("host_value", value_text(x.host_value), value_text(y.host_value));
+      differs("host_value", slots_text(x.host_value), slots_text(y.host_value));
     } else if (x.lock_ref != y.lock_ref) {
       differs("lock_ref", num(x.lock_ref), num(y.lock_ref));
     } else if (x.host_lock_ref != y.host_lock_ref) {

@@ -20,7 +20,7 @@ struct WriteBackFixture : CacheFixture {
   void TestBody() override {}
 };
 
-bool reports(const HiCache& cache, const std::string& invariant) {
+bool write_back_reported(const HiCache& cache, const std::string& invariant) {
   SanityReport report;
   cache.sanity_check(report);
   return report.has(invariant);
@@ -32,18 +32,18 @@ TEST(WriteBackOnEvict, EvictionsWriteBackAndTheCheckStaysQuiet) {
     f.run_request(1, tokens_from(first, 16));  // 8 x 16 tokens through a 64-token device
   f.cache_->flush();
   ASSERT_GT(f.cache_->stats().write_through_tokens, 0);  // the victims were written back
-  EXPECT_FALSE(reports(*f.cache_, "stats.write_back_on_evict"));
+  EXPECT_FALSE(write_back_reported(*f.cache_, "stats.write_back_on_evict"));
 }
 
 TEST(WriteBackOnEvict, AWriteOfAHitNodeIsReported) {
   WriteBackFixture f;
   f.run_request(1, tokens_from(0, 16));
-  EXPECT_FALSE(reports(*f.cache_, "stats.write_back_on_evict"));
+  EXPECT_FALSE(write_back_reported(*f.cache_, "stats.write_back_on_evict"));
   TreeNode* node = f.cache_->match_prefix(1, tokens_from(0, 16)).last_device_node;
   ASSERT_FALSE(node->backed_up());
   ASSERT_GT(f.cache_->write_backup(*node), 0);  // written through on a hit, nothing evicted
   f.cache_->flush();
-  EXPECT_TRUE(reports(*f.cache_, "stats.write_back_on_evict"));
+  EXPECT_TRUE(write_back_reported(*f.cache_, "stats.write_back_on_evict"));
 }
 
 }  // namespace
