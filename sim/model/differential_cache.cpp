@@ -194,6 +194,11 @@ DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& prima
   if (primary_->core == nullptr) {
     shadow_scenario_.cache.storage_batch_pages = kSglangStorageBatchPages;
     shadow_scenario_.cache.mamba_host_states = sglang_mamba_host_states(ctx_.scenario.cache);
+    // SGLang's Mamba tree (MambaRadixCache, HiMambaRadixCache) evicts by its LRU lists only; it
+    // has no eviction policy to set, so an LFU draw is LRU there.
+    if (ctx_.scenario.cache.mamba_device_states > 0) {
+      shadow_scenario_.cache.eviction_policy = EvictionPolicy::kLru;
+    }
   }
   CacheContext shadow_ctx{.scenario = shadow_scenario_,
                           .seed = ctx_.seed,
