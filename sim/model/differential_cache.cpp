@@ -242,7 +242,26 @@ void DifferentialCache::on_shadow(Fn&& fn) {
 
 void DifferentialCache::begin_call() {
   primary_->begin();
-  if (!shadow_stopped_) shadow_->begin();
+  if (!shadow_stopped_) {
+    shadow_->begin();
+    loads_before_call_ = shadow_->acks_pending().second;
+  }
+}
+
+void DifferentialCache::note_early_load_acks(std::string_view call) {
+  // kvsim's core consumes every ack when it synchronizes inside a call (a write-back eviction's
+  // flush waits for its write and then runs check_hicache_events); SGLang's write-back eviction
+  // handles its write acks only (writing_check(write_back=True)) and leaves load acks to the
+  // poll. Load acks the core consumed outside a poll are counted toward the next poll's.
+  // An admission adds the load of its load-back (one transfer) before it may consume others.
+  if (shadow_->core == nullptr || primary_->core != nullptr) return;
+  if (call == "poll" || call == "flush" || call == "start_loads") return;
+  const int64_t added = call == "admit" && shadow_->core->cache().stats().load_back_tokens >
+                                               shadow_->before.load_back_tokens
+                            ? 1
+                            : 0;
+  const int64_t consumed = loads_before_call_ + added - shadow_->acks_pending().second;
+  if (consumed > 0) early_load_acks_ += consumed;
 }
 
 Decisions DifferentialCache::take(Side& side) {
@@ -251,6 +270,7 @@ Decisions DifferentialCache::take(Side& side) {
 
 void DifferentialCache::compare(const char* call, const SimRequest* r, Decisions p, Decisions s) {
   if (shadow_stopped_) return;
+  note_early_load_acks(call);
   ++compared_;
   std::vector<std::string> keys;
   for (const Decisions* d : {&p, &s}) {
@@ -649,12 +669,15 @@ void DifferentialCache::catch_up(int64_t write_acks, int64_t load_acks) {
   const std::vector<uint32_t> streams = s.cache->progress_streams();
   const uint32_t compute = streams.at(0), write = streams.at(1), load = streams.at(2);
   const auto [w0, l0] = s.acks_pending();
+  // Load acks the core consumed before this poll (note_early_load_acks) count as this poll's.
+  const int64_t early = std::min(early_load_acks_, load_acks);
+  early_load_acks_ -= early;
   int64_t w = 0, l = 0;
   for (bool ran = true; ran;) {
     s.cache->poll();
     const auto [w1, l1] = s.acks_pending();
     w = w0 - w1;
-    l = l0 - l1;
+    l = l0 - l1 + early;
     ran = false;
     if (w < write_acks) ran = s.cache->step(write, 1) > 0;
     if (!ran && l < load_acks) ran = s.cache->step(load, 1) > 0;

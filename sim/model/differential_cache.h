@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "sim/config/scenario.h"
 #include "sim/model/cache_under_test.h"
@@ -95,6 +96,8 @@ class DifferentialCache final : public CacheUnderTest {
   // Whether this query step of the shadow is the turn of an aborted request's operation that
   // SGLang's query worker still dequeues (dead_queries_); takes it off the list when it is.
   bool dead_query_turn(int64_t fault);
+  // Load acks the shadow consumed in a call other than a poll (differential_cache.cpp).
+  void note_early_load_acks(std::string_view call);
   // Whether a prefill step's Mamba fork can find a state in the shadow (SGLang target's test).
   bool mamba_fork_possible() const;
   // SGLang's request-row allocation on the shadow (Mamba: free states first).
@@ -138,6 +141,8 @@ class DifferentialCache final : public CacheUnderTest {
   // answers not done. The shadow answers so too.
   std::set<RequestId> revoked_unpolled_;
   bool sglang_evicts_whole_ask_ = false;
+  int64_t loads_before_call_ = 0;  // the shadow's unconsumed load acks when the call began
+  int64_t early_load_acks_ = 0;    // load acks the shadow consumed outside a poll, not yet matched
   int64_t compared_ = 0;
   int64_t excused_ = 0;
 };

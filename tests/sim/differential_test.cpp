@@ -237,6 +237,14 @@ TEST_F(DifferentialWitness, TheShadowsStorageWorkersMoveSglangsBatchPerStep) {
   expect_witness_replays_clean("storage_batch_per_step.trace.jsonl");
 }
 
+// Under write-back kvsim's core synchronizes inside an eviction (its flush waits for the write)
+// and so consumes a finished load-back's ack then; SGLang's write-back eviction handles write acks
+// only and leaves the load ack to its next poll. The hunt's trace of write_back_pressure seed 28
+// (132 ops, ending at "poll: load_acks: 1 vs 0"): acks the core took early count at that poll.
+TEST_F(DifferentialWitness, ALoadAckTheCoreConsumedInAnEvictionCountsAtTheNextPoll) {
+  expect_witness_replays_clean("write_back_load_ack_early.trace.jsonl");
+}
+
 // --- The hybrid and PD paths (issue 31): SGLang's HiMambaRadixCache and the PD decode's
 // retract-resume (NSA pool, MetadataBuffers) beside kvsim's core.
 
