@@ -258,6 +258,22 @@ def test_a_shrunk_prefetch_is_caught_too():
         d.close()
 
 
+@pytest.mark.parametrize("tag", [SEED004_FIX, SEED004])
+def test_a_prefetch_of_nothing_abandons_nothing(tag):
+    """Prefetch threshold 0 and a first prompt shorter than a page: SGLang asks the host pool for
+    0 tokens and drops the prefetch with the pool empty. Nothing was wanted, so nothing was
+    abandoned (the blind hunt at the fix reported it as seed 004's kind: swarm seeds 77, 159)."""
+    d = driver(tag, scenario(prefetch_threshold_tokens=0))
+    try:
+        _, v = run(d, [{"call": "arrive", "rid": "a", "ns": 0, "tokens": [1, 2, 3]},
+                       {"call": "storage", "worker": 0}, {"call": "storage", "worker": 1},
+                       {"call": "prefetch_check", "rid": "a"}]
+                   + life("a", [1, 2, 3]) + [{"call": "flush", "storage": True}, {"call": "quiescent"}])
+        assert v is None, v
+    finally:
+        d.close()
+
+
 def test_storage_refusals_name_the_field():
     from kvsim.sglang_target.driver import Driver
     sglang_checkout(NEWEST)

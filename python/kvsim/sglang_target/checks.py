@@ -546,6 +546,10 @@ def check_prefetch_liveness(target, allocs):
         op = info[-1] if info else None
         held = 0 if op is None or op.host_indices is None else len(op.host_indices)
         wanted = seq[0][0]
+        if wanted == 0:
+            # Nothing to fetch (a prompt shorter than a page, prefetch threshold 0): SGLang asks
+            # the host pool for 0 tokens, gets None and drops the prefetch, which abandons nothing.
+            continue
         if held == 0:
             failed = [e for e in seq if e[2] == 0]
             if failed:
