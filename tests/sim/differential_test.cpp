@@ -263,9 +263,10 @@ Scenario short_mamba() {
   s.workload.requests = 16;
   return s;
 }
-// pd_retract_resume_sparse: SGLang's NSA pool pages 64 tokens, under RadixCache; a device pool under no tree
-// pressure (the SGLang target's decode caches finished requests in its tree, kvsim's core's
-// decode does not: docs/sglang-hunt.md, "Differential"), so offloads come from the scheduler.
+// pd_retract_resume_sparse: SGLang's NSA pool pages 64 tokens, under RadixCache; a device pool
+// under no tree pressure (the SGLang target's decode caches finished requests in its tree, kvsim's
+// core's decode does not: docs/sglang-hunt.md, "Differential"), so offloads come from the
+// scheduler.
 Scenario short_pd() {
   Scenario s = named("pd_retract_resume_sparse");
   s.cache.page_size = 64;
@@ -292,11 +293,11 @@ RunResult run_beside_sglang(const Scenario& s, const Scenario& shadow, uint64_t 
         },
         seed);
   };
-  return run_scenario(RunRequest{.scenario = &s,
-                                 .seed = seed,
-                                 .setup = setup,
-                                 .target = Target{.kind = Target::Kind::kSglang,
-                                                  .sglang_src = kNewest}});
+  return run_scenario(
+      RunRequest{.scenario = &s,
+                 .seed = seed,
+                 .setup = setup,
+                 .target = Target{.kind = Target::Kind::kSglang, .sglang_src = kNewest}});
 }
 
 class DifferentialHybrid : public ::testing::Test {
@@ -315,7 +316,8 @@ TEST_F(DifferentialHybrid, AShortMambaRunAgreesWithKvsimsCoreOpForOp) {
   ASSERT_GT(s.cache.mamba_device_states, 0);
   const Target t{.kind = Target::Kind::kSglang, .sglang_src = kNewest, .differential = true};
   std::vector<Op> ops;
-  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 3, .record = &ops, .target = t});
+  const RunResult r =
+      run_scenario(RunRequest{.scenario = &s, .seed = 3, .record = &ops, .target = t});
   EXPECT_TRUE(r.ok()) << "after op " << r.violation->op_index << ": " << r.violation->invariant
                       << ": " << r.violation->detail;
   EXPECT_GT(ops.size(), 300u);
