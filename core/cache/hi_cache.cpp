@@ -192,8 +192,8 @@ int64_t HiCache::write_backup(TreeNode& node) {
       evict_host(node.token_count());
     } else {
       evict_host(node.token_count() - host_slots_->available_size());
-      note_host_eviction(node.token_count());
     }
+    note_host_eviction(node.token_count());  // on both branches: SGLang's surplus is excused
     host = controller_->write(*node.full().value, node.id, extra);
     if (!host) note_failed_allocation();
   }

@@ -189,6 +189,8 @@ class HiCache {
   // whole length from host (write_backup: evict_host(len(node.value))), a load-back the load's
   // whole length from device (load_back: evict(len(host_indices))), not the shortfall. Off by
   // default (evict.over_eviction counts such over-eviction); the differential's shadow runs it.
+  // Both modes account every such eviction (note_eviction, note_host_eviction); only while this
+  // is on is the surplus excused (tally_over_eviction).
   void set_sglang_eviction_amounts(bool on) { sglang_eviction_amounts_ = on; }
   // Backs `node` up to host (write-through modes need a backed-up parent); returns tokens.
   int64_t write_backup(TreeNode& node);
@@ -253,6 +255,12 @@ class HiCache {
   // Invariant 6e as a query: "" when every component's state at `anchor` is on device (the
   // whole SWA window ending there, the anchor's Mamba state). init_load_back asserts it.
   std::string check_load_back_window(TreeNode& anchor) const;
+  // [prefetch.finish_reference] "" when the tokens a finished prefetch read are in the tree
+  // under `anchor` with a host copy up to where a node without one refuses the rest, and
+  // `present` + `inserted` (what finish_prefetch accounted) is exactly that part. finish_prefetch
+  // verifies it (KV_VERIFY) before it lets the prefetch go (hi_cache_sanity.cpp).
+  std::string check_finished_prefetch(const PrefetchOp& op, const TreeNode& anchor, size_t present,
+                                      size_t inserted) const;
   // Invariant 6c: called after evicting to fit an allocation of `need` slots, with `free_after`
   // slots now free; counts the surplus when the latest eviction's last victim was not needed.
   // Every allocation path of the core calls it; public so a planted allocator (a test) can too.
@@ -267,6 +275,9 @@ class HiCache {
   void note_failed_allocation();
 
  private:
+  // Adds an eviction's surplus to evict.over_eviction's counter, except where SGLang's eviction
+  // amounts are on: they evict past the shortfall by design (hi_cache_sanity.cpp).
+  void tally_over_eviction(int64_t surplus);
   struct PendingWrite {
     LockRecord lock;
   };

@@ -164,8 +164,8 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
         evict(tokens);
       } else {
         evict(tokens - device_slots_->available_size());
-        note_eviction(tokens, device_slots_->available_size());
       }
+      note_eviction(tokens, device_slots_->available_size());  // SGLang's surplus is excused
       device = controller_->load(host_indices, best_match_node.id, extra);
       KV_PROBE_IF(!device, lb_fails_after_evicting);
       if (!device) note_failed_allocation();

@@ -1,6 +1,8 @@
 // HiCache::sanity_check: every invariant the core can verify on its own (see hi_cache.h).
+#include <algorithm>
 #include <bit>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -302,6 +304,55 @@ void HiCache::check_quiescent(SanityReport& report) const {
                                                " " + std::string(to_string(pool->name())) +
                                                " page(s) still held by a request with none live");
   }
+}
+
+void HiCache::tally_over_eviction(int64_t surplus) {
+  // SGLang's amounts (write_backup: the node's whole length from host; a load-back: the load's
+  // whole length from device) leave a surplus by design: excused only while they are on.
+  if (!sglang_eviction_amounts_) stats_.over_evicted_tokens += surplus;
+}
+
+std::string HiCache::check_finished_prefetch(const PrefetchOp& op, const TreeNode& anchor,
+                                             size_t present, size_t inserted) const {
+  // The reference: walk the read tokens [0, completed_tokens) down from the anchor. Each node
+  // on the way must hold a host copy; the walk may stop early only at a node without one
+  // (insert_host refuses to hang a host-only node under it). What the walk covers must equal
+  // the present + inserted tokens finish_prefetch accounted (and kept out of the free list).
+  const auto usable = static_cast<size_t>(op.completed_tokens);
+  const auto page = static_cast<size_t>(options_.page_size);
+  const std::span<const Token> read = std::span<const Token>(op.tokens).first(usable);
+  const TreeNode* node = &anchor;
+  size_t covered = 0;
+  bool refused = false;
+  while (covered < usable) {
+    const std::span<const Token> rest = read.subspan(covered);
+    const TreeNode* child = node->children.scan(op.ns, rest.first(page));
+    if (child == nullptr) break;
+    if (!child->backed_up()) {
+      refused = true;
+      break;
+    }
+    const size_t m = std::min(child->key.size(), rest.size());
+    size_t n = 0;
+    while (n < m && child->key[n] == rest[n])
+      ++n;
+    covered += n;
+    if (n < child->key.size()) break;
+    node = child;
+  }
+  const std::string who = "prefetch of request " + std::to_string(op.rid) + " read " +
+                          std::to_string(usable) + " token(s): ";
+  if (!refused && covered != usable) {
+    return "prefetch.finish_reference: " + who + "only " + std::to_string(covered) +
+           " are in the tree under its anchor with a host copy, and no node without one "
+           "refused the rest";
+  }
+  if (present + inserted != covered) {
+    return "prefetch.finish_reference: " + who + "it accounted present " + std::to_string(present) +
+           " + inserted " + std::to_string(inserted) + ", the tree holds " +
+           std::to_string(covered) + " of them under its anchor";
+  }
+  return "";
 }
 
 }  // namespace kvsim

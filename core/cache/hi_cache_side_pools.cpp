@@ -118,7 +118,7 @@ int64_t over_evicted(int64_t need, int64_t free_after, int64_t last_victim) {
 }  // namespace
 
 void HiCache::note_eviction(int64_t need, int64_t free_after) {
-  stats_.over_evicted_tokens += over_evicted(need, free_after, last_victim_);
+  tally_over_eviction(over_evicted(need, free_after, last_victim_));
 }
 
 void HiCache::note_failed_allocation() {
@@ -126,8 +126,8 @@ void HiCache::note_failed_allocation() {
 }
 
 void HiCache::note_host_eviction(int64_t need) {
-  stats_.over_evicted_tokens +=
-      over_evicted(need, host_slots_->available_size(), last_host_victim_);
+  const int64_t surplus = over_evicted(need, host_slots_->available_size(), last_host_victim_);
+  tally_over_eviction(surplus);
 }
 
 void HiCache::free_released(const ReleasedSlots& released) {

@@ -313,6 +313,8 @@ void HiCache::finish_prefetch(PrefetchOp& op) {
   }
   prefetch_loaded_[op.rid] = static_cast<int64_t>(inserted);
   stats_.prefetched_tokens += static_cast<int64_t>(inserted);
+  KV_VERIFY(check_finished_prefetch(op, *anchor, present, inserted).empty(),
+            check_finished_prefetch(op, *anchor, present, inserted));
   drop_prefetch(op.rid);
 }
 

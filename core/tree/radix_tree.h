@@ -105,6 +105,12 @@ class RadixTree {
   // without a host copy. The caller frees host slots of present and refused tokens.
   HostInsertResult insert_host(Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
                                const IndexVector& host_value, std::span<const PageDigest> hashes);
+  // [tree.swa_window_adopted] "" unless an insert owned every SWA slot of `node`'s range
+  // [p, p + n) (p >= owned_from, no slot 0) and `node`, on device, still has no SWA value: an
+  // insert that owns its window caches it. insert verifies it (KV_VERIFY) for every node of its
+  // path and its new leaf (radix_tree_sanity.cpp).
+  std::string check_swa_adopted(const TreeNode& node, const AuxInsertValues& aux, size_t p,
+                                size_t n) const;
 
   // --- Locks (all components) ---
   LockRecord lock(TreeNode& anchor);

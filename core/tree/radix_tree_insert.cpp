@@ -183,12 +183,16 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
       result.hit_nodes.push_back(child);
     }
     adopt_swa(*child, s.pos, s.matched);  // touched above
+    KV_VERIFY(check_swa_adopted(*child, aux, s.pos, s.matched).empty(),
+              check_swa_adopted(*child, aux, s.pos, s.matched));
     node = child;
   }
   if (new_from < aligned) {
     TreeNode* leaf = new_node(node, ns, std::move(leaf_key));
     set_device_value(*leaf, std::move(*leaf_value));
     adopt_swa(*leaf, new_from, fresh.size());
+    KV_VERIFY(check_swa_adopted(*leaf, aux, new_from, fresh.size()).empty(),
+              check_swa_adopted(*leaf, aux, new_from, fresh.size()));
     if (!aux.chunked) bump_hit_count(*leaf);
     result.hit_nodes.push_back(leaf);
     node = leaf;

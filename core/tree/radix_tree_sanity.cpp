@@ -195,4 +195,21 @@ void RadixTree::check_accounting(SanityReport& report) const {
   }
 }
 
+std::string RadixTree::check_swa_adopted(const TreeNode& node, const AuxInsertValues& aux, size_t p,
+                                         size_t n) const {
+  // The request's slots of [p, p + n) are its own only from owned_from on, and all of them
+  // only when none is 0 (it dropped part of the window); a node evicted after the insert's walk
+  // has no device copy to attach a window to.
+  if (!aux.swa || n == 0 || p < aux.owned_from || node.evicted() ||
+      node.has_device(ComponentType::kSwa)) {
+    return "";
+  }
+  for (size_t i = p; i < p + n; ++i) {
+    if ((*aux.swa)[i] == 0) return "";
+  }
+  return "tree.swa_window_adopted: an insert owned every SWA slot of tokens [" + std::to_string(p) +
+         ", " + std::to_string(p + n) + ") of node " + std::to_string(node.id) +
+         " and left the node without an SWA value";
+}
+
 }  // namespace kvsim

@@ -131,6 +131,50 @@ TEST_F(StorageCacheTest, AbortMidTransferReleasesEverything) {
   EXPECT_EQ(cache_->prefetch_tokens_occupied(), 0);
 }
 
+// Issue 28, mutant 727 of seed 23 (a finished prefetch gave every page back): the reference
+// for what a finished prefetch leaves in the tree (prefetch.finish_reference, verified inside
+// finish_prefetch).
+TEST_F(StorageCacheTest, AFinishedPrefetchAccountsEveryTokenItRead) {
+  const std::vector<Token> t = tokens_from(1, 32);
+  populate(storage_, 0, t);
+  EXPECT_EQ(prefetch(1, 0, t), 32);
+  const TreeNode& root = *cache_->tree().root();
+  PrefetchOp op;
+  op.rid = 7;
+  op.tokens = t;
+  op.completed_tokens = 32;
+  EXPECT_EQ(cache_->check_finished_prefetch(op, root, 0, 32), "");  // inserted
+  EXPECT_EQ(cache_->check_finished_prefetch(op, root, 32, 0), "");  // already present
+  // Planted: the pages went back to the free list, none accounted to the tree.
+  EXPECT_EQ(cache_->check_finished_prefetch(op, root, 0, 0),
+            "prefetch.finish_reference: prefetch of request 7 read 32 token(s): it accounted "
+            "present 0 + inserted 0, the tree holds 32 of them under its anchor");
+  // Planted: read tokens that never reached the tree.
+  op.tokens = tokens_from(500, 16);
+  op.completed_tokens = 16;
+  EXPECT_EQ(cache_->check_finished_prefetch(op, root, 0, 16),
+            "prefetch.finish_reference: prefetch of request 7 read 16 token(s): only 0 are in "
+            "the tree under its anchor with a host copy, and no node without one refused the "
+            "rest");
+  // A node without a host copy refuses what lies below it: nothing to account. (Write-through
+  // backs every node up, so the host copy is taken away for the check and put back.)
+  const std::vector<Token> device_only = tokens_from(900, 16);
+  run_request(0, device_only);
+  cache_->flush();
+  cache_->check_hicache_events();
+  TreeNode* node = cache_->match_prefix(0, device_only).last_device_node;
+  ASSERT_EQ(node->parent, &root);
+  std::optional<IndexVector> host_copy = std::move(node->full().host_value);
+  node->full().host_value.reset();
+  ASSERT_FALSE(node->backed_up());
+  op.tokens = device_only;
+  EXPECT_EQ(cache_->check_finished_prefetch(op, root, 0, 0), "");
+  EXPECT_EQ(cache_->check_finished_prefetch(op, root, 0, 16),
+            "prefetch.finish_reference: prefetch of request 7 read 16 token(s): it accounted "
+            "present 0 + inserted 16, the tree holds 0 of them under its anchor");
+  node->full().host_value = std::move(host_copy);
+}
+
 }  // namespace
 }  // namespace kvsim
 

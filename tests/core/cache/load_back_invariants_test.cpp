@@ -1,5 +1,6 @@
 // Invariants from the mutation survivors of issue 11: load_back.window_whole,
-// evict.over_eviction and transfers.index_buffers_returned. Each test shows the check firing
+// evict.over_eviction and transfers.index_buffers_returned (and issue 28's: over-eviction on
+// every branch, tree.swa_window_adopted). Each test shows the check firing
 // on a planted fault and staying quiet on the clean path.
 #include <gtest/gtest.h>
 
@@ -150,6 +151,56 @@ TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
   EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 20);
   EXPECT_TRUE(load_back_reports(*f.cache_, "evict.over_eviction"));
   f.cache_->free_swa(hog);
+}
+
+// Issue 28, mutant 138 of seed 23: a host eviction is accounted on every branch of the
+// backup's allocation (note_host_eviction); only SGLang's eviction amounts, which evict a
+// node's whole length by design, have their surplus excused.
+TEST(OverEviction, AHostEvictionPastItsShortfallIsExcusedOnlyUnderSglangAmounts) {
+  for (const bool sglang_amounts : {false, true}) {
+    SCOPED_TRACE(sglang_amounts ? "SGLang's amounts" : "default amounts");
+    SwaFixture f;
+    f.cache_->set_sglang_eviction_amounts(sglang_amounts);
+    serve_distinct(f, 6);
+    f.cache_->evict(f.cache_->tree().evictable_size());  // six 8-token host-only leaves
+    IndexVector hog = *f.cache_->host_slots().alloc(f.cache_->host_slots().available_size());
+    // A backup short of 4 host tokens that evicts 24 (three 8-token victims), as a node's
+    // whole length would: 20 tokens past the shortfall, more than the last victim.
+    ASSERT_EQ(f.cache_->evict_host(24), 24);
+    f.cache_->note_host_eviction(4);
+    EXPECT_EQ(f.cache_->stats().over_evicted_tokens, sglang_amounts ? 0 : 20);
+    EXPECT_EQ(load_back_reports(*f.cache_, "evict.over_eviction"), !sglang_amounts);
+    f.cache_->host_slots().free(hog);
+  }
+}
+
+// Issue 28, mutant 1645 of seed 23: an insert that owns every SWA slot of a node's range
+// caches that window on the node (tree.swa_window_adopted, verified inside insert).
+TEST(SwaWindowAdopted, AnInsertThatOwnsItsWindowCachesIt) {
+  SwaFixture f;
+  const std::vector<Token> t = tokens_from(100, 8);
+  f.serve(1, t);      // a new 8-token leaf: the insert adopted the request's SWA slots
+  f.cache_->flush();  // the write-through's lock on the leaf is released
+  TreeNode* leaf = f.cache_->match_prefix(1, t).last_device_node;
+  ASSERT_FALSE(leaf->is_root());
+  ASSERT_EQ(leaf->token_count(), 8);
+  ASSERT_TRUE(leaf->has_device(kSwaComponent));
+  AuxInsertValues aux;
+  aux.swa = IndexVector(Tier::kDevice, {11, 12, 13, 14, 15, 16, 17, 18});
+  const RadixTree& tree = f.cache_->tree();
+  EXPECT_EQ(tree.check_swa_adopted(*leaf, aux, 0, 8), "");
+  // Planted: the leaf never took the window the request owned.
+  const IndexVector window = f.cache_->tree().take_aux_value(*leaf, kSwaComponent);
+  EXPECT_EQ(tree.check_swa_adopted(*leaf, aux, 0, 8),
+            "tree.swa_window_adopted: an insert owned every SWA slot of tokens [0, 8) of node " +
+                std::to_string(leaf->id) + " and left the node without an SWA value");
+  // Not the request's own window: part of it came from its match, or it dropped a slot.
+  aux.owned_from = 4;
+  EXPECT_EQ(tree.check_swa_adopted(*leaf, aux, 0, 8), "");
+  aux.owned_from = 0;
+  aux.swa = IndexVector(Tier::kDevice, {11, 12, 13, 0, 15, 16, 17, 18});
+  EXPECT_EQ(tree.check_swa_adopted(*leaf, aux, 0, 8), "");
+  f.cache_->side_pool(kSwaComponent)->device_slots().free(window);
 }
 
 TEST(UnderEviction, AnAllocationFailsOnlyWhenNothingIsLeftToEvict) {
