@@ -108,8 +108,14 @@ bool DifferentialCache::cache_unfinished(SimRequest& r, size_t computed, bool ch
     }
   }
   if (fork_slot) s.core->cache().free_mamba_state(*fork_slot);
-  const std::optional<AdmitDecision> again =
-      s.cache->admit(r, /*load_back=*/false, /*defer_load=*/false, std::nullopt);
+  // SGLang matches the page-aligned prefix it inserted (match_prefix(page_aligned_token_ids)):
+  // a longer prefix another request cached does not extend this request's.
+  std::optional<AdmitDecision> again;
+  {
+    const auto page = static_cast<size_t>(ctx_.scenario.cache.page_size);
+    TokensCut aligned(r, computed / page * page);
+    again = s.cache->admit(r, /*load_back=*/false, /*defer_load=*/false, std::nullopt);
+  }
   // With Mamba it fails where kvsim's core has no state for the request (all held or locked,
   // after evicting one as SGLang's fork does) while SGLang's fork found one: a difference in the
   // caches' Mamba state, reported by the caller as this compute's decision.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "core/cache/hi_cache.h"
 #include "sim/model/core_cache.h"
@@ -92,6 +93,25 @@ class ShadowComputed {
  private:
   SimRequest& r_;
   size_t saved_;
+};
+
+// Shows only a request's first `n` tokens while the shadow matches it (SGLang's
+// cache_unfinished_req matches the page-aligned prefix it inserted, not the whole request).
+class TokensCut {
+ public:
+  TokensCut(SimRequest& r, size_t n) : r_(r) {
+    if (n < r_.tokens.size()) {
+      rest_.assign(r_.tokens.begin() + static_cast<std::ptrdiff_t>(n), r_.tokens.end());
+      r_.tokens.resize(n);
+    }
+  }
+  ~TokensCut() { r_.tokens.insert(r_.tokens.end(), rest_.begin(), rest_.end()); }
+  TokensCut(const TokensCut&) = delete;
+  TokensCut& operator=(const TokensCut&) = delete;
+
+ private:
+  SimRequest& r_;
+  std::vector<Token> rest_;
 };
 
 }  // namespace kvsim::sim

@@ -245,6 +245,14 @@ TEST_F(DifferentialWitness, ALoadAckTheCoreConsumedInAnEvictionCountsAtTheNextPo
   expect_witness_replays_clean("write_back_load_ack_early.trace.jsonl");
 }
 
+// SGLang's cache_unfinished_req matches back only the page-aligned prefix it inserted; the shadow
+// matched the whole request, so a longer prefix another request had cached put it a page ahead
+// (one page fewer held). The hunt's trace of swarm seed 43 (787 ops, ending at "compute of
+// request 3: computed: 0 vs 1").
+TEST_F(DifferentialWitness, ACachedPrefillMatchesBackOnlyItsAlignedPrefix) {
+  expect_witness_replays_clean("unfinished_matches_aligned_prefix.trace.jsonl");
+}
+
 // --- The hybrid and PD paths (issue 31): SGLang's HiMambaRadixCache and the PD decode's
 // retract-resume (NSA pool, MetadataBuffers) beside kvsim's core.
 
