@@ -101,7 +101,7 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   # mutation runner's hunts and shrinks: side by side they keep both cores busy. The SGLang
   # stage's output is printed when it ends; it fails the run like any stage.
   sglang_log=build/ci-sglang.log
-  echo "== [${SECONDS} s] the blind hunt against SGLang's own cache (ctest -L sglang: seed 004 at its parent and fix), beside the mutation runner"
+  echo "== [${SECONDS} s] the blind hunts against SGLang's own cache (ctest -L sglang: seeds 000-003 at their buggy commits, seed 004 at its parent and fix), beside the mutation runner"
   ( rc=0
     ctest --test-dir "build/$preset" -L sglang --output-on-failure >"$sglang_log" 2>&1 || rc=$?
     echo "== [${SECONDS} s] the SGLang hunt ended (exit $rc)" >>"$sglang_log"

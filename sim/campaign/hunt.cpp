@@ -151,7 +151,8 @@ class Clock {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// Folds unit results into the report; true once the hunt has enough failures.
+// Folds unit results into the report; true once the hunt has enough failures, or one of the
+// invariant it runs until.
 class Collector {
  public:
   Collector(const HuntOptions& o, HuntReport& r, const Clock& clock)
@@ -203,14 +204,20 @@ class Collector {
                                              .trace = u.trace,
                                              .hang_scenario = u.hang_scenario});
       if (options_.on_failure) options_.on_failure(report_.failures.back());
+      if (!options_.until_invariant.empty() && u.violation->invariant == options_.until_invariant &&
+          u.violation->detail.find(options_.until_detail) != std::string::npos)
+        until_found_ = true;
     }
-    return report_.failures.size() >= options_.failures;
+    return until_found_ || report_.failures.size() >= options_.failures;
   }
+  // Why add() said stop: "until" or "failures".
+  const char* stop_reason() const { return until_found_ ? "until" : "failures"; }
 
  private:
   const HuntOptions& options_;
   HuntReport& report_;
   const Clock& clock_;
+  bool until_found_ = false;
 };
 
 bool out_of_time(const HuntOptions& o, const Clock& clock) {
@@ -233,7 +240,7 @@ void run_in_process(const HuntOptions& o, HuntReport& report, const Clock& clock
       return;
     }
     if (collect.add(run_unit(o, i))) {
-      report.stopped = "failures";
+      report.stopped = collect.stop_reason();
       return;
     }
   }
@@ -423,7 +430,7 @@ void run_workers(const HuntOptions& o, HuntReport& report, const Clock& clock) {
     ::waitpid(w.pid, &status, 0);
   }
   if (enough) {
-    report.stopped = "failures";
+    report.stopped = collect.stop_reason();
   } else if (o.max_units > 0 && report.units >= o.max_units) {
     report.stopped = "units";
   } else {

@@ -38,6 +38,11 @@ struct HuntOptions {
   double time_budget_s = 60;  // shrinks included; 0 = no limit (then max_units must be set)
   uint64_t max_units = 0;     // 0 = no limit on units
   uint64_t failures = 1;      // stop after this many failing units
+  // Stop at the first failure of this invariant too ("" = never). Only where the hunt stops
+  // knows the name; what it draws and runs does not (CI asks whether a blind hunt reaches a
+  // seed's kind at all, past failures of other kinds, without spending its whole budget).
+  std::string until_invariant;
+  std::string until_detail;  // with until_invariant: only a failure whose detail contains this
   int jobs = 1;
   std::string trace_dir = ".";
   bool shrink = true;
@@ -107,7 +112,7 @@ struct HuntReport {
   uint64_t swarm_units = 0;
   int64_t ops = 0;
   double wall_s = 0;
-  std::string stopped;                        // "failures", "time_budget" or "units"
+  std::string stopped;  // "failures", "until" (until_invariant found), "time_budget" or "units"
   std::map<std::string, uint64_t> features;   // swarm configurations by feature
   std::map<std::string, uint64_t> scenarios;  // named-scenario units by name
   std::array<uint64_t, kFaultSites> faults_fired{};

@@ -358,6 +358,51 @@ TEST(Hunt, FindsShrinksAndReplaysAPlantedBug) {
   EXPECT_EQ(j["hunt"]["failures"][0]["replay"], "kvsim replay " + f.shrunk_trace);
 }
 
+// --until: the hunt goes past failures of other kinds and stops at the first of the one named;
+// the units it ran are the same as without it (only where it stops knows the name).
+TEST(Hunt, UntilStopsAtTheFirstFailureOfTheNamedInvariantPastOthers) {
+  HuntOptions o = small_hunt();
+  o.named.clear();
+  o.max_units = 24;
+  o.failures = o.max_units;
+  o.shrink = false;
+  o.setup = [](Executor& e) {  // two bugs, each in some units
+    const bool paged = e.scenario().cache.page_size > 1;
+    if (!e.scenario().cache.has_mamba())
+      e.cache().tree().add_component(std::make_unique<testing::PlantedBugComponent>(
+          1, paged ? "planted.paged" : "planted.unpaged"));
+  };
+  const HuntReport all = run_hunt(o);
+  ASSERT_GE(all.failures.size(), 2u);
+  // The invariant the first failure does not have: the hunt must run past that first failure.
+  const std::string first = all.failures.front().invariant;
+  const std::string later = first == "planted.paged" ? "planted.unpaged" : "planted.paged";
+  const auto hit = std::find_if(all.failures.begin(), all.failures.end(),
+                                [&](const HuntFailure& f) { return f.invariant == later; });
+  ASSERT_NE(hit, all.failures.end()) << "no unit of " << o.max_units << " fails with " << later;
+
+  o.until_invariant = later;
+  const HuntReport until = run_hunt(o);
+  EXPECT_EQ(until.stopped, "until");
+  EXPECT_EQ(until.units, hit->unit + 1);
+  ASSERT_EQ(until.failures.size(), static_cast<size_t>(hit - all.failures.begin()) + 1);
+  EXPECT_EQ(until.failures.back().invariant, later);
+  EXPECT_EQ(until.failures.front().invariant, first);
+  EXPECT_EQ(until.failures.back().unit, hit->unit);
+
+  o.until_detail = "the planted bug";  // the planted detail: the same stop
+  EXPECT_EQ(run_hunt(o).units, until.units);
+
+  for (const auto& [invariant, detail] :
+       {std::pair{std::string("no.such.invariant"), std::string()}, {later, "no such detail"}}) {
+    o.until_invariant = invariant;  // never found: the other limits stop it
+    o.until_detail = detail;
+    const HuntReport never = run_hunt(o);
+    EXPECT_EQ(never.stopped, all.stopped) << invariant << " / " << detail;
+    EXPECT_EQ(never.units, all.units) << invariant << " / " << detail;
+  }
+}
+
 TEST(Hunt, WorkerProcessesFindWhatTheInProcessHuntFinds) {
   HuntOptions o = small_hunt();
   o.named.clear();

@@ -86,8 +86,8 @@ TEST(TargetFit, AMambaUnitTakesTheOnlyHostLayoutTheRevisionRunsMambaWith) {
   Scenario s = swa_mamba_storage();
   s.cache.host_layout = KVLayout::kLayerFirst;
   const std::vector<std::string> off = fit_to_capabilities(s, page_first_only, false);
-  EXPECT_EQ(off, (std::vector<std::string>{"swa", "mamba_page_size", "mamba_host_layout",
-                                           "storage"}));
+  EXPECT_EQ(off,
+            (std::vector<std::string>{"swa", "mamba_page_size", "mamba_host_layout", "storage"}));
   EXPECT_TRUE(s.cache.has_mamba());
   EXPECT_EQ(s.cache.host_layout, KVLayout::kPageFirst);
   // Drawn page-first, it runs as drawn there.
@@ -114,8 +114,8 @@ TEST(TargetFit, AMambaUnitGetsTheStatesSglangSizesOneRequestBy) {
   s.cache.mamba_device_states = 2;
   const std::vector<std::string> off =
       fit_to_capabilities(s, TargetCapabilities{.mamba = true}, false);
-  EXPECT_EQ(off, (std::vector<std::string>{"swa", "mamba_page_size", "mamba_few_states",
-                                           "storage"}));
+  EXPECT_EQ(off,
+            (std::vector<std::string>{"swa", "mamba_page_size", "mamba_few_states", "storage"}));
   EXPECT_EQ(s.cache.mamba_device_states, 3);
   Scenario three = swa_mamba_storage();
   three.cache.mamba_device_states = 3;
@@ -129,8 +129,8 @@ TEST(TargetFit, AMambaUnitGetsTheStatesSglangSizesOneRequestBy) {
 
 TEST(TargetFit, MambaWithNoHostLayoutItTakesIsTurnedOff) {
   Scenario s = swa_mamba_storage();
-  const std::vector<std::string> off = fit_to_capabilities(
-      s, TargetCapabilities{.mamba = true, .mamba_host_layouts = {}}, false);
+  const std::vector<std::string> off =
+      fit_to_capabilities(s, TargetCapabilities{.mamba = true, .mamba_host_layouts = {}}, false);
   EXPECT_EQ(off, (std::vector<std::string>{"swa", "mamba"}));
   EXPECT_FALSE(s.cache.has_mamba());
 }
@@ -175,15 +175,20 @@ void expect_unit_length_respected(const Scenario& drawn, const Scenario& fitted,
   EXPECT_GE(c.device_tokens, w.system_prompt_tokens + 4 * w.prompt_max + w.output_max) << what;
   EXPECT_EQ(c.device_tokens % c.page_size, 0) << what;
   EXPECT_EQ(c.host_tokens % c.page_size, 0) << what;
-  if (d.host_tokens > d.device_tokens) EXPECT_GT(c.host_tokens, c.device_tokens) << what;
+  if (d.host_tokens > d.device_tokens) {
+    EXPECT_GT(c.host_tokens, c.device_tokens) << what;
+  }
   EXPECT_LE(fitted.store.capacity_bytes, drawn.store.capacity_bytes) << what;
-  if (r == drawn.workload.requests) EXPECT_EQ(to_json(fitted), to_json(drawn)) << what;
+  if (r == drawn.workload.requests) {
+    EXPECT_EQ(to_json(fitted), to_json(drawn)) << what;
+  }
   // Nothing else changes.
   nlohmann::json a = to_json(drawn);
   nlohmann::json b = to_json(fitted);
   for (nlohmann::json* j : {&a, &b}) {
     (*j)["workload"].erase("requests");
-    for (const char* pool : {"device_tokens", "host_tokens", "swa_device_tokens", "swa_host_tokens"})
+    for (const char* pool :
+         {"device_tokens", "host_tokens", "swa_device_tokens", "swa_host_tokens"})
       (*j)["cache"].erase(pool);
     if ((*j)["cache"]["storage"].is_object()) (*j)["cache"]["storage"].erase("capacity_bytes");
   }
@@ -198,8 +203,8 @@ TEST(TargetFit, AShortenedUnitsPoolsShrinkWithItsRequests) {
   s.store.backend = StorageKind::kMemory;
   const Scenario drawn = s;
   ASSERT_TRUE(fit_unit_length(s, kSglangUnitOps));
-  const double f = static_cast<double>(s.workload.requests) /
-                   static_cast<double>(drawn.workload.requests);
+  const double f =
+      static_cast<double>(s.workload.requests) / static_cast<double>(drawn.workload.requests);
   ASSERT_LT(f, 0.5);
   const WorkloadOptions& w = s.workload;
   const int64_t largest = w.system_prompt_tokens + 4 * w.prompt_max + w.output_max;

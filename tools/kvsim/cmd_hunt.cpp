@@ -105,6 +105,8 @@ int hunt_command(const HuntCommand& c) {
     o.time_budget_s = c.time_budget_s;
     o.max_units = c.units;
     o.failures = c.failures;
+    o.until_invariant = c.until;
+    o.until_detail = c.until_detail;
     o.jobs = c.jobs;
     o.trace_dir = c.trace_dir;
     o.shrink = !c.no_shrink;

@@ -14,6 +14,8 @@ struct HuntCommand {
   double time_budget_s = 60;
   uint64_t seed = 1;
   uint64_t failures = 1;
+  std::string until;         // --until INVARIANT: stop at the first failure of it too ("" = never)
+  std::string until_detail;  // --until-detail TEXT: only such a failure whose detail has TEXT
   int jobs = 1;
   bool json = false;
   bool probes = false;  // list the probes reached and never reached (else one line)
@@ -21,7 +23,7 @@ struct HuntCommand {
   bool no_shrink = false;
   uint64_t shrink_ops = 20'000'000;  // ops replayed per shrink, all replays together (0 = no limit)
   // A unit running longer is a "hang" failure (0 = no allowance); unset: 30 s on kvsim's core,
-  // 600 s on SGLang's (a unit there runs ~100x slower: Python, the fake device, every check).
+  // 120 s on SGLang's (a unit there runs ~100x slower: Python, the fake device, every check).
   std::optional<double> unit_timeout_s;
   uint64_t units = 0;     // stop after this many units (0 = only the budget and failures)
   std::string report;     // --report DIR: an HTML page of the hunt (hunt_report.h); "" = none

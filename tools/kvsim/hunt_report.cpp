@@ -20,7 +20,10 @@ std::string hunt_command_line(const std::string& scenarios_dir, const sim::HuntO
   c << "kvsim hunt --seed " << o.seed;
   if (o.time_budget_s > 0) c << " --time-budget " << o.time_budget_s;
   if (o.max_units > 0) c << " --units " << o.max_units;
-  c << " --failures " << o.failures << " -j " << o.jobs << " --trace-dir " << o.trace_dir;
+  c << " --failures " << o.failures;
+  if (!o.until_invariant.empty()) c << " --until " << o.until_invariant;
+  if (!o.until_detail.empty()) c << " --until-detail '" << o.until_detail << "'";
+  c << " -j " << o.jobs << " --trace-dir " << o.trace_dir;
   if (!o.shrink) c << " --no-shrink";
   if (!scenarios_dir.empty()) c << " --scenarios " << scenarios_dir;
   return c.str();
@@ -28,6 +31,7 @@ std::string hunt_command_line(const std::string& scenarios_dir, const sim::HuntO
 
 std::string stop_reason(const sim::HuntReport& r, const sim::HuntOptions& o) {
   if (r.stopped == "failures") return "found " + std::to_string(o.failures) + " failure(s)";
+  if (r.stopped == "until") return "found a failure of " + o.until_invariant;
   if (r.stopped == "units") return "ran its " + std::to_string(o.max_units) + " units";
   if (r.stopped == "time_budget") return "spent its time budget of " + seconds(o.time_budget_s);
   return r.stopped;

@@ -240,6 +240,14 @@ int main(int argc, char** argv) {
   hunt_cmd->add_option("--failures", hunt.failures, "Stop after this many failures")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}))
       ->capture_default_str();
+  CLI::Option* until = hunt_cmd->add_option(
+      "--until", hunt.until,
+      "Also stop at the first failure of this invariant (the hunt still draws blind; with "
+      "--failures N it stops after N failures of any kind too)");
+  hunt_cmd
+      ->add_option("--until-detail", hunt.until_detail,
+                   "With --until: only a failure of that invariant whose detail contains this text")
+      ->needs(until);
   hunt_cmd->add_option("-j,--jobs", hunt.jobs, "Worker processes")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
