@@ -43,7 +43,8 @@ if grep -q "prefetch.abandoned_with_free_memory" "$work/fix/hunt.json"; then
 fi
 echo "fix 4a04a9818e: exit $rc, $(jq -r '.hunt.units' "$work/fix/hunt.json") units, no failure of seed 004's kind"
 
-# One whole unit (swarm seed 1; ~95 s on a loaded 2-core box): a budget would end before it.
+# One whole unit (swarm seed 1, its requests capped for this target: seconds): a budget could end
+# before it.
 mkdir -p "$work/newest"
 (cd "$work/newest" && "$kvsim" hunt --target sglang --sglang-src bundle:sglang-6ed5780c4f --units 1 \
    --time-budget 0 -j 1 --no-shrink --json --trace-dir "$work/newest" \
