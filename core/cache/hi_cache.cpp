@@ -128,7 +128,7 @@ void HiCache::apply_write_policy(const std::vector<TreeNode*>& hit_nodes) {
   const auto threshold = static_cast<uint64_t>(options_.write_through_threshold());
   for (TreeNode* node : hit_nodes) {  // root→leaf, so parents are backed up first
     if (!node->backed_up() && !node->evicted() && node->hit_count >= threshold) {
-      write_backup(*node);
+      stats_.policy_write_tokens += write_backup(*node);
     }
   }
 }

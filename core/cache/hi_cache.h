@@ -89,6 +89,10 @@ struct PrefetchOp {
 struct HiCacheStats {
   int64_t load_back_tokens = 0;
   int64_t write_through_tokens = 0;
+  // The part of write_through_tokens the write policy wrote for hit nodes (apply_write_policy);
+  // a caller's own write_backup is not counted. Always 0 under write-back (sanity_check:
+  // "stats.write_back_on_evict").
+  int64_t policy_write_tokens = 0;
   int64_t evicted_device_tokens = 0;
   int64_t evicted_host_tokens = 0;
   int64_t prefetched_tokens = 0;
