@@ -12,12 +12,8 @@
 # Skips (exit 77) without torch or the bundle.
 # Usage: hunt_seeds_blind.sh KVSIM SOURCE_DIR WORK_DIR [BUDGET_S]
 set -uo pipefail
-kvsim="$1"; src="$2"; work="$3"; budget="${4:-60}"
-bundle="$src/../shared/sglang/sglang-slice.bundle"
-[ -f "$bundle" ] || { echo "no SGLang bundle at $bundle: skipped"; exit 77; }
-/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "no torch for /usr/bin/python3: skipped"; exit 77; }
-export KVSIM_SOURCE_DIR="$src"
-rm -rf "$work"; mkdir -p "$work"
+# shellcheck source=bundle_env.sh
+source "$(dirname "$0")/bundle_env.sh" "$@"
 
 failed=0
 # seed TAG INVARIANT DETAIL: the hunt at TAG stops at INVARIANT, whose detail contains DETAIL.

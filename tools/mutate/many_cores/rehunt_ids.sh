@@ -3,11 +3,8 @@
 # to N workers (each its own copy and build, KVSIM_MUTATION_WORK=build/mscore-I), one hunt per
 # core. Worker 0 builds first and fills ccache. Everything comes back in one tarball.
 set -u
-cd "$(dirname "$0")/../../.."
-R=$PWD
-export PATH=$R/.devrun/bin:$PATH LD_LIBRARY_PATH=$R/.devrun/lib
-export CCACHE_DIR=/tmp/kvsim-ccache CCACHE_MAXSIZE=20G CCACHE_BASEDIR=$R CCACHE_NOHASHDIR=1
-export KVSIM_MUTATION_JOBS=16
+# shellcheck source=env.sh
+source "$(dirname "$0")/env.sh"
 N=${N:-16} BUDGET=${BUDGET:-45}
 res=/tmp/mscore-results; mkdir -p $res
 S=$(date +%s)
@@ -23,7 +20,7 @@ run_worker() {
 }
 run_worker 0 &
 p0=$!
-while [ ! -e build/mscore-0/score-out/hunt-original.log ] && kill -0 $p0 2>/dev/null; do sleep 1; done
+wait_for_first_build build/mscore-0 $p0
 log "worker 0 built"
 for i in $(seq 1 $((N - 1))); do [ -n "${part[$i]:-}" ] && run_worker $i & done
 wait

@@ -3,11 +3,8 @@
 # 16 shards side by side, one hunt per core. Shard 0 builds first and fills ccache; the other 15
 # copies of the tree then build from it.
 set -u
-cd "$(dirname "$0")/../../.."
-R=$PWD
-export PATH=$R/.devrun/bin:$PATH LD_LIBRARY_PATH=$R/.devrun/lib
-export CCACHE_DIR=/tmp/kvsim-ccache CCACHE_MAXSIZE=20G CCACHE_BASEDIR=$R CCACHE_NOHASHDIR=1
-export KVSIM_MUTATION_JOBS=16
+# shellcheck source=env.sh
+source "$(dirname "$0")/env.sh"
 N=${N:-16} SEED=${SEED:-23} BUDGET=${BUDGET:-45} SAMPLE=${SAMPLE:-200}
 S=$(date +%s)
 log() { echo "== $1 at +$(( $(date +%s) - S ))s" | tee -a $OUT/summary.txt; }
@@ -19,7 +16,7 @@ run_shard() {
 }
 run_shard 0 &
 p0=$!
-while [ ! -e build/mutation-shard0/score-out/hunt-original.log ] && kill -0 $p0 2>/dev/null; do sleep 1; done
+wait_for_first_build build/mutation-shard0 $p0
 log "shard 0 built"
 cp build/mutation-shard0/score-out/build-original.log $OUT/ 2>/dev/null
 for i in $(seq 1 $((N - 1))); do run_shard $i & done
