@@ -30,6 +30,7 @@ STANDINS = {
     "sglang.srt.layers.attention.fla.chunk_delta_h": "fla_chunk",  # MambaRadixCache (mamba.py)
     "sglang.kernels.ops.attention.fla.chunk_delta_h": "fla_chunk",  # the same, August 2026 on
     "sglang.srt.arg_groups.overrides": "arg_overrides",  # ServerArgs.mamba_cache_chunk_size (mamba.py)
+    "sglang.srt.hardware_backend.npu.dsv4.dsv4_common_hooks": "npu_dsv4_hooks",  # SWA release (hybrid.py)
 }
 
 # Third-party packages SGLang imports that a CPU-only kvsim never has (or must not use): any
