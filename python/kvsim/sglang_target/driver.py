@@ -333,8 +333,14 @@ class Driver(StorageCalls, RetractCalls):
             req.prefix_indices = m.device_indices
             req.last_node = m.last_device_node
             req.last_host_node = m.last_host_node
-            req.best_match_node = getattr(m, "best_match_node", None) or m.last_host_node
+            best = getattr(m, "best_match_node", None)  # a NodeId (August 2026) may be 0
+            req.best_match_node = m.last_host_node if best is None else best
             req.host_hit_length = int(getattr(m, "host_hit_length", 0) or 0)
+            # August 2026's UnifiedRadixCache also counts SWA / Mamba host hits; its
+            # init_load_back loads back when any is positive.
+            side_hits = {name: int(getattr(m, name, 0) or 0) for name in ("swa_host_hit_length",
+                                                                           "mamba_host_hit_length")}
+            req.__dict__.update(side_hits)
         else:
             req.prefix_indices = torch.empty((0,), dtype=torch.int64, device="cuda")
             req.last_node = req.last_host_node = req.best_match_node = cache.root_node
@@ -346,7 +352,9 @@ class Driver(StorageCalls, RetractCalls):
             need = len(tokens) - device_hit + ps
             if need >= t.budget() or not self._pd_can_admit() or not self._room_for(req):
                 return {"admitted": False, "device_hit": device_hit, "host_hit": host_hit, "owned_from": 0}
-            if request.get("load_back", True) and host_hit > 0 and t.controller is not None:
+            if request.get("load_back", True) and t.controller is not None and \
+                    (host_hit > 0 or any(getattr(req, name, 0) > 0 for name in ("swa_host_hit_length",
+                                                                                "mamba_host_hit_length"))):
                 quota = int(request.get("quota", -1))
                 queued = len(t.controller.load_queue)
                 new_indices, req.last_node = t.init_load_back(req, None if quota < 0 else quota)

@@ -32,6 +32,20 @@ def _components(target):
     return list(target.cache.tree_components)
 
 
+def _node(target, handle):
+    """The tree node for a handle: a node, or (August 2026 tree) a NodeId (unified_tree.py)."""
+    tree = getattr(target, "tree", None)
+    return handle if tree is None else tree.node(handle)
+
+
+def _sizes(target):
+    """({ct: evictable}, {ct: protected}) as the tree keeps them (the cache's or its tree core's)."""
+    tree = getattr(target, "tree", None)
+    cache = target.cache
+    return tree.sizes() if tree is not None else (cache.component_evictable_size_,
+                                                  cache.component_protected_size_)
+
+
 def _residency_of(what, value, host):
     if value is None or not isinstance(value, torch.Tensor):
         return None
@@ -91,7 +105,8 @@ def check_sizes(target, nodes):
                     protected += len(cd.value)
                 else:
                     evictable += len(cd.value)
-        kept = (int(cache.component_evictable_size_[ct]), int(cache.component_protected_size_[ct]))
+        kept_evictable, kept_protected = _sizes(target)
+        kept = (int(kept_evictable[ct]), int(kept_protected[ct]))
         if kept != (evictable, protected):
             return Violation("sizes.component", f"{ct}: evictable {kept[0]}, protected {kept[1]}; the "
                                                 f"tree's device values recount to {evictable}, {protected}")
@@ -237,7 +252,7 @@ def check_lock_covers_prefix(target, req):
     locked path (root .. last_node) must hold that many tokens, or part of the prefix it reads is
     unprotected and may be evicted and reused under it."""
     depth = 0
-    node = req.last_node
+    last = node = _node(target, req.last_node)
     while node is not None and node is not target.cache.root_node:
         depth += len(node.key)
         node = node.parent
@@ -245,7 +260,7 @@ def check_lock_covers_prefix(target, req):
     if depth < reused:
         return Violation("lock.prefix_uncovered",
                          f"request {req.rid} reuses {reused} tokens of the tree but locks node "
-                         f"{req.last_node.id} at depth {depth}: {reused - depth} tokens of its prefix are "
+                         f"{last.id} at depth {depth}: {reused - depth} tokens of its prefix are "
                          "not protected from eviction")
     return None
 
@@ -255,6 +270,7 @@ def check_anchor(target, anchor):
     from the root down to it, as match_prefix runs them): a node some component rejects may hold
     neither a device nor a host value for that component."""
     cache = target.cache
+    anchor = _node(target, anchor)
     if anchor is cache.root_node:
         return None
     path = []
