@@ -1,8 +1,10 @@
 """kvsim.sglang_target.hybrid: SGLang's UnifiedRadixCache with FULL + SWA components and HiCache
 (SGLang's SWAKVPool, SWATokenToKVPoolAllocator and attach_hybrid_pool_to_unified_cache) driven
-through the protocol at seed 002's parent and fix: insert, split, write-through, device eviction,
-a host hit loaded back with the bytes checked, quiescence. Each hybrid check catches a planted
-fault; a revision without an SWA stack is refused with a clear error."""
+through the protocol at seed 002's parent and fix (the May 2026 unified_cache_components tree) and
+at the newest snapshot (the August 2026 rewrite: unified_cache/ with UnifiedTreeCore and NodeIds):
+insert, split, write-through, device eviction, a host hit loaded back with the bytes checked,
+quiescence. Each hybrid check catches a planted fault on both trees; a revision without an SWA
+stack is refused with a clear error."""
 
 import pytest
 import torch
@@ -30,7 +32,7 @@ def run_clean(d):
     return replies
 
 
-@pytest.mark.parametrize("tag", [PARENT, FIX])
+@pytest.mark.parametrize("tag", [PARENT, FIX, NEWEST])
 def test_swa_hicache_round_trip_is_clean(tag):
     d = driver(tag)
     replies = run_clean(d)
@@ -51,8 +53,9 @@ def _planted(d, plant):
     return (hybrid_checks.check_residency(t, nodes) or hybrid_checks.check_component_locks(t, nodes))
 
 
-def test_checks_catch_planted_faults():
-    d = driver(FIX)
+@pytest.mark.parametrize("tag", [FIX, NEWEST])
+def test_checks_catch_planted_faults(tag):
+    d = driver(tag)
     run_clean(d)
     t = d.target
     FULL, SWA = t.component_types.FULL, t.component_types.SWA
@@ -64,7 +67,7 @@ def test_checks_catch_planted_faults():
     assert v is not None and v.invariant == "residency.host_index_on_device", v
     d.close()
     target.unload()
-    d2 = driver(FIX)
+    d2 = driver(tag)
     run_clean(d2)
 
     def lock_evicted(t, nodes):
@@ -74,9 +77,10 @@ def test_checks_catch_planted_faults():
     assert v is not None and v.invariant == "lock.on_evicted", v
 
 
-def test_anchor_check_rejects_a_node_past_an_swa_gap():
+@pytest.mark.parametrize("tag", [FIX, NEWEST])
+def test_anchor_check_rejects_a_node_past_an_swa_gap(tag):
     from kvsim.sglang_target import checks, hybrid_checks
-    d = driver(FIX)
+    d = driver(tag)
     run_clean(d)
     t = d.target
     SWA = t.component_types.SWA
@@ -99,14 +103,12 @@ def test_anchor_check_rejects_a_node_past_an_swa_gap():
 
 
 def test_revisions_without_the_swa_stack_are_refused():
-    for tag in (APRIL, NEWEST):
-        target.unload()
-        d = driver(tag)
-        r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
-        assert r["ok"] is False and "swa" in r["error"].lower(), r
+    d = driver(APRIL)
+    r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
+    assert r["ok"] is False and "swa" in r["error"].lower(), r
 
 
-@pytest.mark.parametrize("tag,swa", [(PARENT, True), (FIX, True), (APRIL, False), (NEWEST, False)])
+@pytest.mark.parametrize("tag,swa", [(PARENT, True), (FIX, True), (APRIL, False), (NEWEST, True)])
 def test_hello_reports_what_the_revision_builds(tag, swa):
     """The simulator fits drawn units to these (sim/campaign/target_fit.cpp): SWA units run only
     where the revision builds FULL + SWA."""
@@ -131,11 +133,13 @@ def decode_lifecycle(rid, prompt, out):
     return calls + [{"call": "finish", "rid": rid, "computed": len(tokens)}, {"call": "flush"}]
 
 
-def test_decode_frees_out_of_window_swa_slots_and_tombstones_them_in_the_tree():
-    """The scheduler's release of SWA slots behind the window (swa_evicted_seqlen) during decode:
-    the SWA allocator gets them back mid-request, the finished request's insert leaves that part
-    of the tree without SWA (a tombstone, FULL kept), and every SWA and FULL byte left checks."""
-    d = driver(FIX)
+@pytest.mark.parametrize("tag", [FIX, NEWEST])
+def test_decode_frees_out_of_window_swa_slots_and_tombstones_them_in_the_tree(tag):
+    """The scheduler's release of SWA slots behind the window (swa_evicted_seqlen) during decode
+    (at the newest snapshot SGLang's own common.free_swa_out_of_window_slots): the SWA allocator
+    gets them back mid-request, the finished request's insert leaves that part of the tree
+    without SWA (a tombstone, FULL kept), and every SWA and FULL byte left checks."""
+    d = driver(tag)
     r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
     assert r["ok"], r
     t = d.target
@@ -160,18 +164,20 @@ def test_decode_frees_out_of_window_swa_slots_and_tombstones_them_in_the_tree():
     d.close()
 
 
-def test_size_and_swa_content_checks_catch_planted_faults():
+@pytest.mark.parametrize("tag", [FIX, NEWEST])
+def test_size_and_swa_content_checks_catch_planted_faults(tag):
     from kvsim.sglang_target import checks, hybrid_checks
-    d = driver(FIX)
+    d = driver(tag)
     run_clean(d)
     t = d.target
     SWA = t.component_types.SWA
     nodes = checks.walk(t.cache.root_node)
     assert hybrid_checks.check_sizes(t, nodes) is None and hybrid_checks.check_content(t, nodes) is None
-    t.cache.component_evictable_size_[SWA] += t.cfg.page_size
+    evictable = t.tree.sizes()[0]  # the cache's (May) or its tree core's (August)
+    evictable[SWA] += t.cfg.page_size
     v = hybrid_checks.check_sizes(t, nodes)
     assert v is not None and v.invariant == "sizes.component", v
-    t.cache.component_evictable_size_[SWA] -= t.cfg.page_size
+    evictable[SWA] -= t.cfg.page_size
     n = next(n for n in nodes if n is not t.cache.root_node and n.component_data[SWA].value is not None)
     slot = n.component_data[SWA].value[:1].to(torch.int64).to("cuda")
     t.swa_kv_pool.k_buffer[0][slot] += 1
@@ -207,8 +213,9 @@ def _gap_then_reuse(tag):
     return d, None, None
 
 
-def test_reuse_below_an_swa_gap_keeps_the_prefix_locked_at_seed_002s_fix():
-    d, call, v = _gap_then_reuse(FIX)
+@pytest.mark.parametrize("tag", [FIX, NEWEST])
+def test_reuse_below_an_swa_gap_keeps_the_prefix_locked_at_seed_002s_fix(tag):
+    d, call, v = _gap_then_reuse(tag)
     assert v is None, (call, v)
     d.close()
 

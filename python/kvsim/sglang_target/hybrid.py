@@ -4,7 +4,10 @@ they construct on the fake device (SWAKVPool, SWATokenToKVPoolAllocator, HybridR
 HybridLinearKVPool), the per-layer KV pools inside them from kv_pool.build_kv_pool, and the host
 side (HostPoolGroup, MHATokenToKVPoolHost, the SWA host pool, MambaPoolHost, HybridCacheController)
 from SGLang's own assembler, `UnifiedRadixCache.init_hicache` ->
-`attach_hybrid_pool_to_unified_cache`. Which revision has what is probed, never read off a commit.
+`attach_hybrid_pool_to_unified_cache` (May 2026: `build_hybrid_swa_stack`; August 2026: its
+`_SwaStrategy`, which calls the same). Which revision has what is probed, never read off a
+commit: the era's modules (eras.py: where SWATokenToKVPoolAllocator and ComponentType live) and
+the built tree's layout (unified_tree.py: node objects in May, NodeIds and a tree core in August).
 
 Scenario fields (kvsim's names): cache.swa_window_tokens > 0 -> FULL + SWA (sliding window of that
 many tokens; cache.swa_device_tokens sizes the SWA pool, default device_tokens);
@@ -65,13 +68,20 @@ def _module(name):
     return importlib.import_module(name)
 
 
-def _component_types():
-    for name in (f"{MC}.unified_cache_components", f"{MC}.unified_cache.component_type"):
+def era_class(mods, name):
+    """SGLang's class `name` from the first of the loaded era's modules for it that has it
+    (eras.py: SWATokenToKVPoolAllocator is swa_memory_pool's in April 2026, allocator/swa.py's in
+    August); imported here, since the load imports only what its modules import."""
+    for module in mods.era.symbols.get(name, ()):
         try:
-            return _module(name).ComponentType
-        except (ImportError, AttributeError):
+            loaded = _module(module)
+        except ImportError:
             continue
-    raise TargetConfigError("this SGLang tree has no UnifiedRadixCache ComponentType")
+        cls = None if getattr(loaded, "__kvsim_dummy__", False) else getattr(loaded, name, None)
+        if cls is not None:
+            return cls
+    raise TargetConfigError(f"this SGLang tree has no {name} (looked in "
+                            f"{', '.join(mods.era.symbols.get(name, ())) or 'no module'})")
 
 
 class HybridTarget(Target):
@@ -109,7 +119,7 @@ class HybridTarget(Target):
         # SGLang's hybrid host pools are built with the KV host pool's layout; the direct layouts
         # are the assembler's business (init_hicache rewrites page_first under direct IO).
         self._configure_runtime()
-        CT = _component_types()
+        CT = era_class(mods, "ComponentType")
         self.component_types = CT
         if kind == "swa":
             swa_mod = _module(f"{MC}.swa_memory_pool")
@@ -124,7 +134,7 @@ class HybridTarget(Target):
             self.full_kv_pool = self.kv.full_kv_pool
             self.swa_kv_pool = self.kv.swa_kv_pool
             self.kv_pool_kind = self.full_kv_pool.kvsim_kind
-            self.allocator = swa_mod.SWATokenToKVPoolAllocator(
+            self.allocator = era_class(mods, "SWATokenToKVPoolAllocator")(
                 size=cfg.device_tokens, size_swa=opts["swa_device_tokens"], page_size=ps, dtype=torch.float32,
                 device="cuda", kvcache=self.kv, need_sort=False)
             self.req_to_token_pool = _req_to_token_pool(cfg)
@@ -138,7 +148,10 @@ class HybridTarget(Target):
             token_to_kv_pool_allocator=self.allocator, page_size=ps, tp_cache_group=group,
             eviction_policy=cfg.eviction_policy, enable_metrics=False, enable_kv_cache_events=False,
             sliding_window_size=opts["swa_window_tokens"] or None, tree_components=components)
+        from kvsim.sglang_target.unified_tree import prepare_environment, tree_layout  # noqa: PLC0415
+        prepare_environment(mods)
         self.cache = mods.UnifiedRadixCache(self.params)
+        self.tree = tree_layout(self.cache)
         self.cache.init_hicache(self.server_args, self.params)
         self.cache.load_back_threshold = cfg.load_back_threshold_tokens
         self.controller = self.cache.cache_controller
@@ -169,24 +182,28 @@ class HybridTarget(Target):
         self.common = _module(f"{MC}.common")
 
     # -- locks: SGLang's scheduler keeps what inc_lock_ref answered and hands it back -----------
+    # Nodes go through self.tree (unified_tree.py): the August tree takes NodeIds.
     def lock(self, node):
-        return self.cache.inc_lock_ref(node)
+        return self.cache.inc_lock_ref(self.tree.as_handle(node))
 
     def unlock(self, node, result):
         params = _call_with_supported(
             self.bpc.DecLockRefParams, swa_uuid_for_lock=getattr(result, "swa_uuid_for_lock", None),
             skip_lock_node_ids=dict(getattr(result, "skip_lock_node_ids", None) or {}))
-        self.cache.dec_lock_ref(node, params)
+        self.cache.dec_lock_ref(self.tree.as_handle(node), params)
 
     def lock_request(self, req):
-        """The request's lock (PrefillAdder): its swa_uuid_for_lock is what cache_finished_req
-        hands back to dec_lock_ref."""
+        """The request's lock (PrefillAdder): its swa_uuid_for_lock (and, where the tree has them,
+        the tombstones it skipped) is what cache_finished_req hands back to dec_lock_ref."""
         # The scheduler's per-request hybrid state, as a new request has it: no SWA slot freed
         # behind the window yet (kvsim's scheduler model does not free out-of-window slots).
         if not hasattr(req, "swa_evicted_seqlen"):
             req.swa_evicted_seqlen = 0
+        self.tree.prepare_request(req)
+        req.last_node = self.tree.as_handle(req.last_node)
         result = self.cache.inc_lock_ref(req.last_node)
         req.swa_uuid_for_lock = getattr(result, "swa_uuid_for_lock", None)
+        req.skip_lock_node_ids = dict(getattr(result, "skip_lock_node_ids", None) or {})
         from kvsim.sglang_target.hybrid_checks import check_lock_covers_prefix  # noqa: PLC0415
         v = check_lock_covers_prefix(self, req)
         if v is not None:
@@ -195,6 +212,9 @@ class HybridTarget(Target):
 
     def init_load_back(self, req, mem_quota=None):
         from kvsim.sglang_target.hybrid_checks import check_anchor  # noqa: PLC0415
+        self.tree.prepare_request(req)
+        for name in ("last_node", self.load_back_anchor):
+            setattr(req, name, self.tree.as_handle(getattr(req, name)))
         v = check_anchor(self, getattr(req, self.load_back_anchor))
         if v is not None:
             raise _found(v)
@@ -237,13 +257,20 @@ class HybridTarget(Target):
             self.release_out_of_window(req, start)
 
     def release_out_of_window(self, req, pre_len):
-        """SGLang's scheduler in decode (ScheduleBatch's SWA eviction): the SWA slots of
-        positions both outside the tree's part of the request (cache_protected_len) and more
-        than a window and a page behind pre_len go back to the SWA allocator (free_swa, by FULL
-        slot), page-aligned; req.swa_evicted_seqlen records how far, and cache_finished_req's
-        insert tombstones the SWA of that part."""
+        """SGLang's scheduler in decode: the SWA slots of positions both outside the tree's part
+        of the request (cache_protected_len) and behind the window go back to the SWA allocator
+        (free_swa, by FULL slot), page-aligned; req.swa_evicted_seqlen records how far, and
+        cache_finished_req's insert tombstones the SWA of that part. Where the revision has it,
+        SGLang's own common.free_swa_out_of_window_slots does this (August 2026: a window or a
+        page behind); before, it lived in ScheduleBatch (not in the slice), modelled here: a
+        window and a page behind."""
         ps = self.cfg.page_size
         window = self.opts["swa_window_tokens"]
+        own = getattr(self.common, "free_swa_out_of_window_slots", None)
+        if own is not None:
+            own(req, pre_len, sliding_window_size=window, page_size=ps,
+                req_to_token_pool=self.req_to_token_pool, token_to_kv_pool_allocator=self.allocator)
+            return
         req.swa_evicted_seqlen = max(req.swa_evicted_seqlen, req.cache_protected_len)
         new = max(req.swa_evicted_seqlen, pre_len - window - ps) // ps * ps
         if new > req.swa_evicted_seqlen:

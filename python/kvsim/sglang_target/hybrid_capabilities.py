@@ -4,9 +4,9 @@ greeting, and the simulator turns off in each drawn unit only what the revision 
 (sim/campaign/target_fit.cpp).
 
 Components (each True or False):
-- swa: UnifiedRadixCache with FULL + SWA and HiCache (the April-August 2026
-  unified_cache_components tree whose assembler has an SWA stack); HiCache only, no storage
-  tier, not beside Mamba (hybrid.py);
+- swa: UnifiedRadixCache with FULL + SWA and HiCache where SGLang's assembler has an SWA stack
+  (the May 2026 unified_cache_components tree and the August 2026 unified_cache/ tree core,
+  unified_tree.py); HiCache only, no storage tier, not beside Mamba (hybrid.py);
 - mamba: FULL + Mamba with HiCache through HiMambaRadixCache (mamba.py: page_size 1, HiCache
   only, no storage tier, nothing beside it; admission as SGLang's, mamba_admission.py), offered to
   the hunt where SGLang's MambaPoolHost takes at least one host layout the swarm draws;
@@ -22,21 +22,25 @@ Not a component: evict_before_alloc, what the scheduler's eviction before an all
 the tree ("shortfall", "whole" or None: eviction_amounts.py), for kvsim's differential."""
 
 import importlib
-import os
 
 MC = "sglang.srt.mem_cache"
 
 
 def swa_unsupported_reason(mods):
     """None when this revision builds FULL + SWA with HiCache, else why not (the hybrid target's
-    refusal names it)."""
+    refusal names it). Both UnifiedRadixCache layouts are driven (unified_tree.py: the April-May
+    2026 unified_cache_components tree and the August 2026 unified_cache/ tree core); what is
+    probed is that the loaded era's ComponentType and SWA allocator exist and that SGLang's
+    assembler builds an SWA stack."""
     if getattr(mods, "UnifiedRadixCache", None) is None or getattr(mods, "HybridCacheController", None) is None:
         return "this SGLang tree has no UnifiedRadixCache with HybridCacheController"
-    if not os.path.isdir(os.path.join(mods.source.python_dir, "sglang", "srt", "mem_cache",
-                                      "unified_cache_components")):
-        return ("this SGLang revision's UnifiedRadixCache is the rewritten tree (unified_cache/, tree_core, "
-                "August 2026), which the hybrid target does not drive yet; it drives the April-May 2026 "
-                "unified_cache_components tree")
+    from kvsim.sglang_target.hybrid import era_class  # noqa: PLC0415
+    from kvsim.sglang_target.target import TargetConfigError  # noqa: PLC0415
+    for name in ("ComponentType", "SWATokenToKVPoolAllocator"):
+        try:
+            era_class(mods, name)
+        except TargetConfigError as exc:
+            return str(exc)
     try:
         assembler = importlib.import_module(f"{MC}.hybrid_cache.hybrid_pool_assembler")
     except Exception as exc:  # noqa: BLE001 - any import failure means: not buildable here
