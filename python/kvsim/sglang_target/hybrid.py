@@ -182,15 +182,20 @@ class HybridTarget(Target):
         self.common = _module(f"{MC}.common")
 
     # -- locks: SGLang's scheduler keeps what inc_lock_ref answered and hands it back -----------
-    # Nodes go through self.tree (unified_tree.py): the August tree takes NodeIds.
+    # Nodes go through self.tree (unified_tree.py): the August tree takes NodeIds. A subclass
+    # over another tree (MambaTarget: HiMambaRadixCache) may have none: its API takes nodes.
+    def _handle(self, node):
+        tree = getattr(self, "tree", None)
+        return node if tree is None else tree.as_handle(node)
+
     def lock(self, node):
-        return self.cache.inc_lock_ref(self.tree.as_handle(node))
+        return self.cache.inc_lock_ref(self._handle(node))
 
     def unlock(self, node, result):
         params = _call_with_supported(
             self.bpc.DecLockRefParams, swa_uuid_for_lock=getattr(result, "swa_uuid_for_lock", None),
             skip_lock_node_ids=dict(getattr(result, "skip_lock_node_ids", None) or {}))
-        self.cache.dec_lock_ref(self.tree.as_handle(node), params)
+        self.cache.dec_lock_ref(self._handle(node), params)
 
     def lock_request(self, req):
         """The request's lock (PrefillAdder): its swa_uuid_for_lock (and, where the tree has them,
