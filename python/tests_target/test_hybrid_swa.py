@@ -85,10 +85,11 @@ def test_anchor_check_rejects_a_node_past_an_swa_gap(tag):
     t = d.target
     SWA = t.component_types.SWA
     window = t.opts["swa_window_tokens"]
-    # A's tail below the split with B (8 tokens, under the 12-token window)
+    # A node below another, shorter than the 12-token window, that every validator accepts (A's
+    # tail below the split with B: 8 tokens)
     leaf = next(n for n in checks.walk(t.cache.root_node)
-                if n.parent is not t.cache.root_node and len(n.key) < window)
-    assert hybrid_checks.check_anchor(t, leaf) is None
+                if n.parent is not t.cache.root_node and len(n.key) < window
+                and hybrid_checks.check_anchor(t, n) is None)
     # A gap in SWA (neither device nor host value) shorter than the window below the leaf: the
     # leaf's window cannot be rebuilt, so no load-back may start there.
     chain = []
@@ -227,3 +228,38 @@ def test_reuse_below_an_swa_gap_is_caught_at_seed_002s_parent():
     assert v is not None and v["invariant"] == "lock.prefix_uncovered", (call, v)
     assert call["call"] == "admit" and call["rid"] == "f"
     d.close()
+
+
+def test_prefill_releases_swa_behind_the_window_at_the_newest_snapshot():
+    """At the August tree, cache_unfinished_req frees a prefill's SWA slots behind the window
+    (SGLang's default SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS, unified_tree.py): a
+    24-token prompt computed at once (window 12, page 4) gives back the SWA slots of its first 8
+    tokens before it finishes, its insert leaves them an SWA tombstone (FULL kept), and the run
+    ends clean; at seed 002's fix (the May tree) the prefill keeps every SWA slot."""
+    from kvsim.sglang_target import checks
+    freed = {}
+    for tag in (FIX, NEWEST):
+        target.unload()
+        d = driver(tag)
+        r = d.handle({"call": "hello", "protocol": 1, "scenario": SCENARIO, "seed": 1})
+        assert r["ok"], r
+        t = d.target
+        prompt = list(range(700, 724))
+        for c in [{"call": "admit", "rid": "p", "ns": 0, "tokens": prompt},
+                  {"call": "compute", "rid": "p", "n": len(prompt), "tokens": prompt}]:
+            r = d.handle(c)
+            assert r["ok"] and "violation" not in r, (c, r)
+        freed[tag] = int(t.allocator.swa_available_size()) - int(t.allocator.full_available_size())
+        SWA, FULL = t.component_types.SWA, t.component_types.FULL
+        nodes = [n for n in checks.walk(t.cache.root_node) if n is not t.cache.root_node]
+        tomb = sum(len(n.key) for n in nodes
+                   if n.component_data[SWA].value is None and n.component_data[FULL].value is not None)
+        for c in [{"call": "finish", "rid": "p", "computed": len(prompt)}, {"call": "flush"},
+                  {"call": "quiescent"}]:
+            r = d.handle(c)
+            assert r["ok"] and "violation" not in r, (c, r)
+        d.close()
+        if tag == NEWEST:
+            assert tomb == 8, tomb
+    swa_spare = SCENARIO["cache"]["swa_device_tokens"] - SCENARIO["cache"]["device_tokens"]  # -16
+    assert freed[FIX] == swa_spare and freed[NEWEST] == swa_spare + 8, freed

@@ -107,10 +107,19 @@ def tree_layout(cache):
         else NodeObjects(cache)
 
 
+# SGLang's environ defaults the August tree reads (its environ.py is not in the slice, and the
+# environ stand-in defaults every field to None / False): the tree core registry documents
+# "python" as its default backend; SGLang's environ.py of that time (the one that also declares
+# SGLANG_ENABLE_UNIFIED_RADIX_TREE, which this snapshot's registry.py reads, and the "python"
+# backend) declares SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS = EnvBool(True):
+# cache_unfinished_req then releases a chunked prefill's SWA slots behind the window too.
+AUGUST_ENV_DEFAULTS = (("SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND", "python"),
+                       ("SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS", True))
+
+
 def prepare_environment(mods):
-    """Before UnifiedRadixCache is built: SGLang's environ defaults the tree needs and the
-    environ stand-in does not know (SGLang's real environ.py is not in the slice). The August tree
-    core registry documents "python" as its default backend."""
+    """Before UnifiedRadixCache is built: the August tree's environ defaults (above) where the
+    loaded tree has the tree core registry; nothing for the May tree."""
     try:
         registry = mods["sglang.srt.mem_cache.unified_cache.tree_core_registry"]
     except KeyError:
@@ -122,6 +131,5 @@ def prepare_environment(mods):
     if getattr(registry, "__kvsim_dummy__", False) or not hasattr(registry, "create_tree_core"):
         return
     envs = mods["sglang.srt.environ"].envs
-    field = envs.SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND
-    if field.default is None:
-        field.default = "python"
+    for name, value in AUGUST_ENV_DEFAULTS:
+        getattr(envs, name).default = value
