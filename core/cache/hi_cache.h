@@ -18,6 +18,9 @@
 //  3. [residency] every index vector held by the tree or an operation is host-resident;
 //  4. [inflight.locked] a node with a pending load or write is on device and locked, and a
 //     pending load's nodes are host-protected;
+//  4b.[inflight.load_sources] every host slot a queued or issued load reads (any pool) is held
+//     until the load's ack by a tree node no eviction can remove: host-protected or locked, or
+//     above such a node (recomputed from the controller's loads, not the cache's list);
 //  5. [prefetch.accounting] prefetch_tokens_occupied equals the sum over live prefetches, and
 //     every prefetch's host slots are page-aligned with completed <= allocated;
 //  6. [stream_lifetime] the backend saw no buffer reused while a copy still used it;
@@ -325,6 +328,7 @@ class HiCache {
   void write_host_page(const IndexVector& slots, size_t first, std::span<const std::byte> page);
   void check_slot_ownership(SanityReport& report) const;
   void check_inflight(SanityReport& report) const;
+  void check_load_sources(SanityReport& report) const;
   // Every node's chain, or (slice) those whose id ≡ slice->first (mod slice->second).
   void check_hash_chains(SanityReport& report,
                          std::optional<std::pair<uint64_t, uint64_t>> slice = std::nullopt) const;

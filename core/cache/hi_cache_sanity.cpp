@@ -1,7 +1,10 @@
 // HiCache::sanity_check: every invariant the core can verify on its own (see hi_cache.h).
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <map>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -192,6 +195,70 @@ void HiCache::check_side_pools(SanityReport& report) const {
   }
 }
 
+// [inflight.load_sources] recomputed from what the controller's loads read, not from the
+// cache's own list of pending loads: every host slot a load reads, from its queueing to its
+// ack, is held by a tree node that no eviction can remove (and so recycle its host slots under
+// the copy). A node's host copy goes only with the node itself (remove_host_leaf,
+// remove_device_leaf), which needs it childless and unlocked, so a node is pinned while it is
+// host-protected or device-locked, or has a pinned descendant (a split leaves the host
+// protection on the suffix, below the new prefix).
+void HiCache::check_load_sources(SanityReport& report) const {
+  if (!controller_) return;
+  const std::vector<LoadSource> sources = controller_->load_sources();
+  if (sources.empty()) return;
+  std::set<const TreeNode*> pinned;
+  tree_->for_each_node([&](const TreeNode& n) {
+    if (n.full().host_lock_ref <= 0 && n.full().lock_ref <= 0) return;
+    for (const TreeNode* p = &n; p != nullptr && pinned.insert(p).second; p = p->parent) {
+    }
+  });
+  std::array<std::optional<std::map<SlotIndex, const TreeNode*>>, kComponentTypesMax> owners;
+  for (const LoadSource& src : sources) {
+    ComponentType type = ComponentType::kFull;
+    if (src.pool != PoolName::kKv) {
+      const auto it = std::find_if(side_.begin(), side_.end(), [&](const auto& pool) {
+        return pool && pool->name() == src.pool;
+      });
+      if (it == side_.end()) {
+        report.add("inflight.load_sources",
+                   "a load reads pool " + std::string(to_string(src.pool)) + ", not attached",
+                   src.node);
+        continue;
+      }
+      type = (*it)->component();
+    }
+    auto& owner = owners[index_of(type)];
+    if (!owner) {
+      owner.emplace();
+      tree_->for_each_node([&](const TreeNode& n) {
+        const ComponentData& d = n.component(type);
+        if (n.is_root() || !d.host_value) return;
+        for (SlotIndex slot : d.host_value->slots()) owner->emplace(slot, &n);
+      });
+    }
+    for (SlotIndex slot : src.host.slots()) {
+      const auto it = owner->find(slot);
+      if (it == owner->end()) {
+        report.add("inflight.load_sources",
+                   "load of node " + std::to_string(src.node) + " reads " +
+                       std::string(to_string(src.pool)) + " host slot " + std::to_string(slot) +
+                       ", which no tree node holds",
+                   src.node);
+        break;
+      }
+      if (pinned.count(it->second) == 0) {
+        report.add("inflight.load_sources",
+                   "load of node " + std::to_string(src.node) + " reads the " +
+                       std::string(to_string(src.pool)) + " host copy of node " +
+                       std::to_string(it->second->id) +
+                       ", which nothing pins (no host protection or lock on it or below)",
+                   it->second->id);
+        break;
+      }
+    }
+  }
+}
+
 void HiCache::check_inflight(SanityReport& report) const {
   for (const auto& [id, pending] : pending_writes_) {
     const TreeNode* n = tree_->find(id);
@@ -212,6 +279,7 @@ void HiCache::check_inflight(SanityReport& report) const {
       }
     }
   }
+  check_load_sources(report);
   int64_t occupied = 0;
   const int64_t page = options_.page_size;
   for (const auto& [rid, op] : prefetches_) {

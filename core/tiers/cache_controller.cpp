@@ -213,6 +213,25 @@ void CacheController::wait_for_loads_of(NodeId node, StreamId stream) {
   }
 }
 
+namespace {
+void append_sources(NodeId node, const IndexVector& host, const std::vector<PoolTransfer>& extra,
+                    std::vector<LoadSource>& out) {
+  if (!host.empty()) out.push_back(LoadSource{node, PoolName::kKv, host});
+  for (const PoolTransfer& pt : extra) {
+    if (!pt.host_indices.empty()) out.push_back(LoadSource{node, pt.pool, pt.host_indices});
+  }
+}
+}  // namespace
+
+std::vector<LoadSource> CacheController::load_sources() const {
+  std::vector<LoadSource> out;
+  for (const TransferAck& ack : load_acks_)
+    out.insert(out.end(), ack.sources.begin(), ack.sources.end());
+  for (const QueuedLoad& op : load_queue_)
+    append_sources(op.node, op.host_indices, op.extra, out);
+  return out;
+}
+
 int CacheController::start_loading() {
   if (load_queue_.empty()) return -1;
   const int producer = layer_done_.update_producer(backend_);
@@ -226,6 +245,7 @@ int CacheController::start_loading() {
     host.append(op.host_indices);
     device.append(op.device_indices);
     ack.node_ids.push_back(op.node);
+    append_sources(op.node, op.host_indices, op.extra, ack.sources);
     for (const PoolTransfer& pt : op.extra) {
       auto it = std::find_if(extra.begin(), extra.end(),
                              [&](const PoolTransfer& e) { return e.pool == pt.pool; });

@@ -44,11 +44,19 @@
 namespace kvsim {
 
 // A completed (or pending) transfer as the scheduler sees it at a poll point.
+// Host slots a load reads, per pool (kKv: the main KV pool), for the load anchored at `node`.
+struct LoadSource {
+  NodeId node = 0;
+  PoolName pool = PoolName::kKv;
+  IndexVector host{Tier::kHost, {}};
+};
+
 struct TransferAck {
   OpId id = 0;
   std::vector<NodeId> node_ids;
   int64_t tokens = 0;
   EventId finish;
+  std::vector<LoadSource> sources;  // a load's host sources (empty for a write)
 };
 
 // Index vectors resolved for a kernel: new device-resident copies of both sides.
@@ -141,6 +149,10 @@ class CacheController {
   // a read after it.
   void wait_for_loads_of(NodeId node, StreamId stream);
   size_t queued_loads() const { return load_queue_.size(); }
+  // The host slots of every load from its queueing to its ack (queued, then issued): the copy
+  // may read them until the ack, so the cache must keep them allocated and unevictable
+  // (invariant inflight.load_sources).
+  std::vector<LoadSource> load_sources() const;
   bool load_queued(NodeId node) const;
   StreamId write_stream() const { return write_stream_; }
   StreamId load_stream() const { return load_stream_; }

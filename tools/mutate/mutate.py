@@ -25,8 +25,8 @@ assertions stays put and an object file can be compared with the original's):
 
 Lines are matched with comments and string literals blanked out. KV_ASSERT, KV_VERIFY and
 KV_PROBE statements (all their lines, when the condition spans several) and the bodies of
-checking functions (sanity_check, check_*) are not mutated: a weaker check is not a bug in the
-system, and a probe changes no behaviour.
+checking functions (sanity_check, check, check_*, *_problem) are not mutated: a weaker check is
+not a bug in the system, and a probe changes no behaviour.
 
 Enumeration is deterministic: sites are sorted by (file, line, column, operator, text), and a
 mutant's id is its index in that order. `--sample N --seed S` picks N ids with Python's
@@ -51,7 +51,7 @@ import re
 import sys
 
 SKIP_LINE = re.compile(r"\b(KV_ASSERT|KV_VERIFY|KV_PROBE|KV_PROBE_IF|static_assert)\b")
-SKIP_FUNCTION = re.compile(r"^(sanity_check|check_\w*|to_string)$")
+SKIP_FUNCTION = re.compile(r"^(sanity_check|check|check_\w*|\w+_problem|to_string)$")
 FUNC_HEAD = re.compile(r"^[A-Za-z].*?\b([A-Za-z_]\w*)(?:::([A-Za-z_~]\w*))?\s*\(")
 PROBE = re.compile(r"KV_PROBE(?:_IF)?\((?:[^;]*?,\s*)?(\w+)\);", re.S)
 CACHE_NAME = re.compile(r"\b(refresh_leaf\w*|file_(?:device|host)_leaf|file_aux|index_child|"
