@@ -148,6 +148,10 @@ class MambaTarget(HybridTarget):
             enable_mamba_extra_buffer=False)
         hmc = _module(f"{MC}.hi_mamba_radix_cache")
         self.cache = hmc.HiMambaRadixCache(self.params, self.server_args)
+        # HybridTarget's lock / unlock / request preparation go through a tree layout
+        # (unified_tree.py); HiMambaRadixCache's API takes its nodes themselves.
+        from kvsim.sglang_target.unified_tree import NodeObjects  # noqa: PLC0415
+        self.tree = NodeObjects(self.cache)
         self.cache.load_back_threshold = cfg.load_back_threshold_tokens
         self.controller = self.cache.cache_controller
         self.host_pool_group = self.cache.host_pool_group
