@@ -263,3 +263,66 @@ def test_prefill_releases_swa_behind_the_window_at_the_newest_snapshot():
             assert tomb == 8, tomb
     swa_spare = SCENARIO["cache"]["swa_device_tokens"] - SCENARIO["cache"]["device_tokens"]  # -16
     assert freed[FIX] == swa_spare and freed[NEWEST] == swa_spare + 8, freed
+
+
+def _short_tail_run(tag, window):
+    """Two requests sharing a 17-token prompt (page 5), both admitted before either computes:
+    a's prefill inserts 15 tokens, b's overlaps all 15. Returns (call, violation) or None."""
+    target.unload()
+    d = driver(tag)
+    sc = {"cache": {"page_size": 5, "device_tokens": 105, "host_tokens": 210, "layer_count": 2,
+                    "item_bytes": 8, "host_layout": "page_first", "write_policy": "write_through",
+                    "load_back_threshold_tokens": 5, "swa_window_tokens": window}}
+    r = d.handle({"call": "hello", "protocol": 1, "scenario": sc, "seed": 1})
+    assert r["ok"], r
+    a = list(range(1000, 1017))
+    b = a + [2000, 2001]
+    for c in [{"call": "admit", "rid": "a", "ns": 0, "tokens": a}, {"call": "admit", "rid": "b", "ns": 0, "tokens": b},
+              {"call": "compute", "rid": "a", "n": len(a), "tokens": a},
+              {"call": "compute", "rid": "b", "n": len(b), "tokens": b},
+              {"call": "finish", "rid": "a", "computed": len(a)}, {"call": "finish", "rid": "b", "computed": len(b)},
+              {"call": "flush"}, {"call": "quiescent"}]:
+        r = d.handle(c)
+        assert r["ok"], (c, r)
+        if "violation" in r:
+            d.close()
+            return c, r["violation"]
+    d.close()
+    return None
+
+
+def test_an_swa_tail_shorter_than_the_window_fails_in_sglang_at_the_newest_snapshot():
+    """A real SGLang bug at the newest snapshot (docs/sglang-hunt.md, "Hybrid models: FULL + SWA";
+    swarm seeds 11 and 37): with out-of-window slots freed at cache_unfinished_req (SGLang's
+    default), common.free_swa_out_of_window_slots keeps max(window, page) tokens before pre_len
+    and page-floors the frontier, so a prompt that is not page-aligned (17 tokens, page 5, window
+    6: frontier 10, insert boundary 15) leaves 5 live SWA tokens in the leaf, less than a window;
+    the re-match refuses it and b's overlapping insert trips SGLang's own assert. A window of two
+    pages (10) keeps a full window and runs clean; seed 002's fix (the May tree) frees nothing
+    there and runs clean."""
+    call, v = _short_tail_run(NEWEST, 6)
+    assert call["call"] == "compute" and call["rid"] == "b", call
+    assert v["invariant"] == "sglang.exception" and "new_prefix_len=15, len(new_indices)=0" in v["detail"], v
+    assert _short_tail_run(NEWEST, 10) is None
+    assert _short_tail_run(FIX, 6) is None
+
+
+@pytest.mark.parametrize("trace,invariant", [("swarm_seed37_swa_tail_assert.trace.jsonl", "sglang.exception"),
+                                             ("swarm_seed11_swa_tail_content.trace.jsonl", "content")])
+def test_the_shrunk_swa_tail_traces_replay_at_the_newest_snapshot(trace, invariant):
+    """The blind hunt's two SWA failures at the newest snapshot, shrunk (6 and 20 ops): the same
+    bug's assert, and (seed 11: a chunked prefill whose first chunk's leaf is short) the next
+    chunk's insert freeing FULL KV the tree still holds, which a later request overwrites."""
+    import os
+    import subprocess
+    from sglang_src import cache_dir, sglang_checkout
+    exe = os.path.join(os.environ.get("KVSIM_BUILD_DIR", ""), "tools", "kvsim")
+    if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
+        pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
+    sglang_checkout(NEWEST)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hybrid_units", trace)
+    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    r = subprocess.run([exe, "replay", path, "--sglang-src", f"bundle:{NEWEST}"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and f"replay matches the recording (violation {invariant})" in out, out
