@@ -1,10 +1,10 @@
 // Capability negotiation with the SGLang target: the driver reports what the revision it loads
 // can build (python/kvsim/sglang_target/hybrid_capabilities.py), and the hunt turns off in each
 // drawn unit only what that revision cannot run. At seed 002's parent (May 2026, FULL + SWA
-// UnifiedRadixCache) the blind hunt draws SWA units on its own; at the newest snapshot (the
-// August tree rewrite, which the hybrid target does not drive) it turns SWA off and runs Mamba
-// units with a page-first host layout, the only one its MambaPoolHost takes. Skips where
-// Debian's torch or the SGLang bundle is absent.
+// UnifiedRadixCache) and at the newest snapshot (its August rewrite) the blind hunt draws SWA
+// units on its own; April 2026 (no SWA stack) turns SWA off. The snapshot runs Mamba units with a
+// page-first host layout, the only one its MambaPoolHost takes. Skips where Debian's torch or the
+// SGLang bundle is absent.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,7 +45,7 @@ TEST_F(SglangTargetFit, TheDriverReportsWhatEachRevisionBuilds) {
   const nlohmann::json parent = sglang_capabilities(at("sglang-c016246b0f"));
   const nlohmann::json newest = sglang_capabilities(at("sglang-6ed5780c4f"));
   EXPECT_TRUE(parent.at("swa").get<bool>()) << parent.dump();
-  EXPECT_FALSE(newest.at("swa").get<bool>()) << newest.dump();
+  EXPECT_TRUE(newest.at("swa").get<bool>()) << newest.dump();
   // FULL + Mamba (HiMambaRadixCache) runs with both drawn host layouts in April-May 2026; the
   // August snapshot's MambaPoolHost takes page-first layouts only
   // (python/kvsim/sglang_target/hybrid_capabilities.py).
@@ -60,7 +60,8 @@ TEST_F(SglangTargetFit, TheDriverReportsWhatEachRevisionBuilds) {
   EXPECT_EQ(capabilities_of(at("sglang-6ed5780c4f")).mamba_host_layouts,
             (std::vector<KVLayout>{KVLayout::kPageFirst}));
   EXPECT_TRUE(capabilities_of(at("sglang-c016246b0f")).swa);
-  EXPECT_FALSE(capabilities_of(at("sglang-6ed5780c4f")).swa);
+  EXPECT_TRUE(capabilities_of(at("sglang-6ed5780c4f")).swa);
+  EXPECT_FALSE(capabilities_of(at("sglang-21835fb0af")).swa);
 }
 
 TEST_F(SglangTargetFit, TheBlindHuntDrawsMambaUnitsAtTheNewestSnapshotPageFirst) {
@@ -73,6 +74,10 @@ TEST_F(SglangTargetFit, TheBlindHuntDrawsMambaUnitsAtTheNewestSnapshotPageFirst)
   for (size_t i = 0; i < newest.size(); ++i) {
     const HiCacheOptions& a = april[i].scenario.cache;
     const HiCacheOptions& n = newest[i].scenario.cache;
+    if (n.has_swa()) {  // drawn beside SWA, which the snapshot runs (April does not): one tree
+      EXPECT_FALSE(n.has_mamba()) << i;
+      continue;
+    }
     EXPECT_EQ(a.has_mamba(), n.has_mamba()) << i;
     if (!n.has_mamba()) continue;
     ++mamba;
@@ -92,8 +97,10 @@ TEST_F(SglangTargetFit, TheBlindHuntDrawsSwaUnitsOnlyWhereTheRevisionRunsThem) {
   };
   const std::vector<HuntUnit> parent = swarm_units(at("sglang-c016246b0f"), 60);
   const std::vector<HuntUnit> newest = swarm_units(at("sglang-6ed5780c4f"), 60);
+  const std::vector<HuntUnit> april = swarm_units(at("sglang-21835fb0af"), 60);
   EXPECT_GT(with_swa(parent), 0);
-  EXPECT_EQ(with_swa(newest), 0);
+  EXPECT_EQ(with_swa(newest), with_swa(parent));
+  EXPECT_EQ(with_swa(april), 0);
   for (const HuntUnit& u : parent) {
     if (!u.scenario.cache.has_swa()) continue;
     // What the FULL + SWA tree runs beside: HiCache, no storage tier, no Mamba.
@@ -104,9 +111,10 @@ TEST_F(SglangTargetFit, TheBlindHuntDrawsSwaUnitsOnlyWhereTheRevisionRunsThem) {
   // The same seeds draw the same units: the revision decides only what is turned off.
   for (size_t i = 0; i < parent.size(); ++i) {
     EXPECT_EQ(parent[i].seed, newest[i].seed);
+    EXPECT_EQ(parent[i].scenario.cache.has_swa(), newest[i].scenario.cache.has_swa()) << i;
     if (!parent[i].scenario.cache.has_swa()) continue;
     Scenario drawn = parent[i].scenario;
-    const std::vector<std::string> off = fit_to_target(drawn, at("sglang-6ed5780c4f"));
+    const std::vector<std::string> off = fit_to_target(drawn, at("sglang-21835fb0af"));
     EXPECT_NE(std::find(off.begin(), off.end(), "swa"), off.end()) << i;
   }
 }
