@@ -188,7 +188,8 @@ int64_t HiCache::write_backup(TreeNode& node) {
   if (!host) {
     KV_PROBE(cache_backup_evicts_host);
     begin_allocation();
-    if (sglang_eviction_amounts_) {
+    if (options_.sglang_eviction_amounts) {
+      KV_PROBE(cache_backup_evicts_sglang_amount);
       evict_host(node.token_count());
     } else {
       evict_host(node.token_count() - host_slots_->available_size());

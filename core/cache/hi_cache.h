@@ -195,10 +195,11 @@ class HiCache {
   // SGLang's eviction amounts where its first allocation fails: a backup evicts the node's
   // whole length from host (write_backup: evict_host(len(node.value))), a load-back the load's
   // whole length from device (load_back: evict(len(host_indices))), not the shortfall. Off by
-  // default (evict.over_eviction counts such over-eviction); the differential's shadow runs it.
+  // default (HiCacheOptions::sglang_eviction_amounts; evict.over_eviction counts such
+  // over-eviction); the differential's shadow runs it, the swarm draws it.
   // Both modes account every such eviction (note_eviction, note_host_eviction); only while this
   // is on is the surplus excused (tally_over_eviction).
-  void set_sglang_eviction_amounts(bool on) { sglang_eviction_amounts_ = on; }
+  void set_sglang_eviction_amounts(bool on) { options_.sglang_eviction_amounts = on; }
   // Backs `node` up to host (write-through modes need a backed-up parent); returns tokens.
   int64_t write_backup(TreeNode& node);
 
@@ -359,7 +360,6 @@ class HiCache {
   int64_t last_victim_ = 0;          // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;     // the same for the latest evict_host
   bool eviction_exhausted_ = false;  // the latest eviction stopped short of its target (6d)
-  bool sglang_eviction_amounts_ = false;
   int issued_early_producer_ = -1;  // loads a read issued before ready_to_load_host_cache
   HiCacheStats stats_;
 };

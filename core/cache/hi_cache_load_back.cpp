@@ -160,7 +160,8 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     if (!device) {
       KV_PROBE(lb_evicts_to_fit);
       begin_allocation();
-      if (sglang_eviction_amounts_) {
+      if (options_.sglang_eviction_amounts) {
+        KV_PROBE(lb_evicts_sglang_amount);
         evict(tokens);
       } else {
         evict(tokens - device_slots_->available_size());

@@ -376,7 +376,7 @@ void HiCache::check_quiescent(SanityReport& report) const {
 void HiCache::tally_over_eviction(int64_t surplus) {
   // SGLang's amounts (write_backup: the node's whole length from host; a load-back: the load's
   // whole length from device) leave a surplus by design: excused only while they are on.
-  if (!sglang_eviction_amounts_) stats_.over_evicted_tokens += surplus;
+  if (!options_.sglang_eviction_amounts) stats_.over_evicted_tokens += surplus;
 }
 
 std::string HiCache::check_finished_prefetch(const PrefetchOp& op, const TreeNode& anchor,

@@ -37,6 +37,7 @@
   X(cache_alloc_host_fails, "core/cache/hi_cache.cpp", "a host allocation fails even after host eviction", "") \
   X(cache_backup_parent_not_backed, "core/cache/hi_cache.cpp", "a write-through is skipped because the parent has no host copy yet", "") \
   X(cache_backup_evicts_host, "core/cache/hi_cache.cpp", "a write-through evicts host leaves to find room", "") \
+  X(cache_backup_evicts_sglang_amount, "core/cache/hi_cache.cpp", "that eviction takes the node's whole length (SGLang's amount, cache.sglang_eviction_amounts)", "") \
   X(cache_backup_fails, "core/cache/hi_cache.cpp", "a write-through gives up: no host room even after eviction", "") \
   X(cache_backup_aux_rollback, "core/cache/hi_cache.cpp", "a failed write-through gives back side-pool host slots it had taken", "") \
   X(cache_evict_write_back, "core/cache/hi_cache.cpp", "device eviction forces a write-back of the victim before demoting it", "") \
@@ -51,6 +52,7 @@
   X(lb_mamba_only, "core/cache/hi_cache_load_back.cpp", "a load-back brings only a Mamba state (the KV prefix is on device)", "") \
   X(lb_side_alloc_fails, "core/cache/hi_cache_load_back.cpp", "a load-back cannot pre-allocate its SWA or Mamba device slots", "") \
   X(lb_evicts_to_fit, "core/cache/hi_cache_load_back.cpp", "a load-back evicts device leaves to make room", "") \
+  X(lb_evicts_sglang_amount, "core/cache/hi_cache_load_back.cpp", "that eviction takes the load's whole length (SGLang's amount, cache.sglang_eviction_amounts)", "") \
   X(lb_fails_after_evicting, "core/cache/hi_cache_load_back.cpp", "a load-back fails even after evicting, and rolls back", "") \
   X(lb_read_issues_queued_load, "core/cache/hi_cache_load_back.cpp", "a read of a node whose load is still queued issues the queue first", "") \
   X(aux_evict_device_leaf, "core/cache/hi_cache_side_pools.cpp", "side-pool eviction evicts a whole device leaf", "") \

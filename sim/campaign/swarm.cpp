@@ -163,6 +163,8 @@ Scenario draw_scenario(uint64_t seed) {
   c.write_policy = kPolicies[row[kFactorWritePolicy]];
   c.eviction_policy = row[kFactorEviction] == 0 ? EvictionPolicy::kLru : EvictionPolicy::kLfu;
   c.load_back_threshold_tokens = pick<int64_t>(rng, {0, 1, page, 4, 8, 64});
+  // On its own stream, so adding the draw moved no other setting of any seed.
+  c.sglang_eviction_amounts = rng_stream(seed, "swarm.eviction_amounts").chance(0.25);
 
   o.max_running = pick<int64_t>(rng, {1, 2, 4, 8, 16});
   o.chunk_tokens = pick<int64_t>(rng, {1, page, 7, 32, 64, 1 << 20});
@@ -243,6 +245,7 @@ std::vector<std::string> features(const Scenario& s) {
   tag(c.write_policy == WritePolicy::kWriteBack, "write_back");
   tag(c.write_policy == WritePolicy::kWriteThroughSelective, "write_through_selective");
   tag(c.eviction_policy == EvictionPolicy::kLfu, "lfu");
+  tag(c.hierarchical && c.sglang_eviction_amounts, "sglang_amounts");
   tag(c.has_swa(), "swa");
   tag(c.has_mamba(), "mamba");
   tag(s.scheduler.mode == SchedulerMode::kPd, "pd");
