@@ -153,12 +153,12 @@ def test_the_hunt_runs_mamba_units_page_first_at_the_newest_snapshot(tmp_path):
 
 
 @pytest.mark.parametrize("tag", [NEWEST, FIX])
-def test_write_back_eviction_with_a_full_host_pool_asserts(tag):
-    """Swarm seed 2 (write-back, Mamba, page-first at the August snapshot): with the host pool held
-    full (kvsim's host_full_backup fault), a device eviction's write-back finds no host room and
-    HiMambaRadixCache._evict_device_leaf demotes the node anyway: SGLang's own assert. HiRadixCache
-    drops such a node instead (evict: _drop_subtree_no_host). The same at April's fix tag."""
-    r = _kvsim("replay", os.path.join(_UNITS, "seed2_write_back_host_full.trace.jsonl"), tag=tag)
+def test_write_back_eviction_with_the_host_held_full_finds_room(tag):
+    """Swarm seed 2 (write-back, Mamba, page-first at the August snapshot) once stopped at
+    HiMambaRadixCache._evict_device_leaf's `not backuped` assert: the host-full inject held every
+    free host page, so a write-back found no room after evict_host. SGLang has no such holder
+    without a storage tier, and its host pool is larger than its device pool, so the inject now
+    leaves that room (docs/sglang-hunt.md, "Triage of the other failures") and the run is clean."""
+    r = _kvsim("replay", os.path.join(_UNITS, "seed2_write_back_host_full.trace.jsonl"), "--expect-clean", tag=tag)
     out = r.stdout + r.stderr
-    assert "AssertionError: not backuped" in out and "(_evict_to_host)" in out, out
-    assert "replay matches the recording" in out, out
+    assert r.returncode == 0 and "not backuped" not in out, out

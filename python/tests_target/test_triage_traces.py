@@ -32,7 +32,19 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
 - himamba_read_waits_mamba_layers.trace.jsonl (hybrid_delayed_completions, seed 46): a harness
   false alarm, a second path to the KeyError above: the read after admission (the batch's
   forward) waited on the FULL layers only, and the request was retracted before its own compute.
-  Clean at seed 001's fix."""
+  Clean at seed 001's fix.
+- himamba_evict_host_deletes_written_back_node.trace.jsonl (swarm seed 421, faults off): a real
+  SGLang bug at every tag that builds HiMamba, the newest included. A write-back eviction demotes
+  a leaf, then writes back its parent (a Mamba tombstone); the host is full, so write_backup calls
+  evict_host, which evicts the leaf just demoted, and its tombstone cascade deletes the parent
+  (its device KV freed, its evictable size taken off). write_backup then copies the freed slots
+  and _evict_to_host demotes the deleted node: evictable size counted twice, slots freed twice.
+- himamba_write_back_sizes.trace.jsonl (swarm seed 209), unified_evict_to_host_not_backed_up
+  .trace.jsonl (swarm seed 263) and mamba_units/seed2_write_back_host_full: harness false alarms
+  of the host-full inject (target 0), which held every free host page. Without a storage tier
+  SGLang has no holder of host pages outside the tree, and its host pool is larger than its
+  device pool (asserted at construction), so a write-back's evict_host always finds room; the
+  inject now leaves that room (driver._host_hold_limit)."""
 
 import os
 import shutil
@@ -43,7 +55,7 @@ from sglang_src import cache_dir, sglang_checkout
 
 NEWEST, FIX001, FIX004 = "sglang-6ed5780c4f", "sglang-21835fb0af", "sglang-4a04a9818e"
 PARENT002, FIX002, PARENT003 = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-e264b5785d"
-EFA = "sglang-efa71ce5ab"
+EFA, FIX003 = "sglang-efa71ce5ab", "sglang-ec4560304b"
 _TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triage_traces")
 
 
@@ -115,3 +127,60 @@ def test_a_plain_source_tree_replays_as_its_tag(tmp_path):
     shutil.copytree(src.python_dir, tmp_path / "python", symlinks=True)
     r, out = _replay("hiradix_write_back_host_leaf.trace.jsonl", FIX001, src=str(tmp_path))
     assert r.returncode == 1 and "parent does not have child key" in out, out
+
+
+# No fix in the fork's history up to the newest snapshot (2026-08-22).
+@pytest.mark.parametrize("tag", [FIX001, FIX004, FIX002, NEWEST])
+def test_evict_host_deletes_the_node_being_written_back(tag):
+    r, out = _replay("himamba_evict_host_deletes_written_back_node.trace.jsonl", tag)
+    assert r.returncode == 1 and "VIOLATION of sizes.component" in out, out
+    assert "full: evictable -10" in out, out  # the parent's 10 tokens taken off twice
+
+
+@pytest.mark.parametrize("tag", [FIX001, FIX004, FIX002])
+def test_the_host_full_inject_leaves_the_write_back_its_room(tag):
+    # Seed 209's 25 ops reached the bug above only through an inject holding the whole host.
+    r, out = _replay("himamba_write_back_sizes.trace.jsonl", tag)
+    assert r.returncode == 0, out
+
+
+@pytest.mark.parametrize("tag", [PARENT002, FIX003, FIX002])
+def test_unified_write_back_eviction_finds_host_room(tag):
+    # The demotion of a node without a host copy is gone. The run then ends in the write-back bug
+    # of test_unified_write_back_eviction_frees_slots_before_the_copy (fixed in e547f3f804, after
+    # these tags): the write-back's entry stays queued, and the next writing_check releases a lock
+    # write-back never took.
+    r, out = _replay("unified_evict_to_host_not_backed_up.trace.jsonl", tag)
+    assert "(_evict_to_host)" not in out, out
+    assert r.returncode == 1 and "(release_component_lock)" in out, out
+
+
+def test_unified_write_back_eviction_is_clean_at_the_newest_snapshot():
+    r, out = _replay("unified_evict_to_host_not_backed_up.trace.jsonl", NEWEST)
+    assert r.returncode == 0, out
+
+
+def _hold_after_host_full_inject(tag, storage):
+    from kvsim.sglang_target.driver import Driver
+    sglang_checkout(tag)
+    cache = {"page_size": 4, "device_tokens": 64, "host_tokens": 96, "layer_count": 2, "item_bytes": 16,
+             "write_policy": "write_back", "load_back_threshold_tokens": 4}
+    if storage:
+        cache["storage"] = {"backend": "memory"}
+    d = Driver(f"bundle:{tag}", cache_dir=cache_dir())
+    try:
+        assert d.handle({"call": "hello", "protocol": 1, "scenario": {"cache": cache}, "seed": 1})["ok"]
+        host = d.target.host_pool
+        assert d.handle({"call": "inject", "target": 0, "n": 0})["ok"]
+        return host.size, host.device_pool.size, host.available_size()
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("storage", [False, True])
+def test_a_host_full_inject_holds_what_a_real_holder_could(storage):
+    size, device, free = _hold_after_host_full_inject(FIX004, storage)
+    if storage:  # an in-flight prefetch may take every free page
+        assert free == 0
+    else:  # more room than the device pool, as SGLang's host pool has
+        assert device < free < size

@@ -2,6 +2,7 @@
 #include "sim/model/core_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "core/common/assert.h"
@@ -256,8 +257,8 @@ void KvsimCoreCache::forward(SimRequest& r, RequestKV& kv, size_t from, size_t t
 OpOutcome KvsimCoreCache::inject(const Op& op) {
   if (!cache_->options().hierarchical && op.target == 0) return {};
   // Targets 0 and 1 leave `n` pages free (0: none): a pool full, or nearly full.
-  auto hold = [&](PagedSlotAllocator& slots) {
-    const int64_t free = slots.available_size() - op.n * slots.page_size();
+  auto hold = [&](PagedSlotAllocator& slots, int64_t limit = INT64_MAX) {
+    const int64_t free = std::min(slots.available_size() - op.n * slots.page_size(), limit);
     if (free <= 0) return;
     std::optional<IndexVector> pages = slots.alloc(free);
     KV_ASSERT(pages.has_value(), "a pool's free pages could not be allocated");
@@ -265,7 +266,7 @@ OpOutcome KvsimCoreCache::inject(const Op& op) {
   };
   switch (op.target) {
     case 0:  // host pools full: the main one and the side pools'
-      hold(cache_->host_slots());
+      hold(cache_->host_slots(), host_hold_limit());
       for (ComponentType t : {ComponentType::kSwa, ComponentType::kMamba}) {
         if (SidePool* p = cache_->side_pool(t)) hold(p->host_slots());
       }
@@ -279,6 +280,18 @@ OpOutcome KvsimCoreCache::inject(const Op& op) {
     default:
       return {};
   }
+}
+
+int64_t KvsimCoreCache::host_hold_limit() const {
+  if (!host_hold_leaves_device_room_ || cache_->storage_enabled()) return INT64_MAX;
+  const PagedSlotAllocator& host = cache_->host_slots();
+  int64_t held = 0;
+  for (const auto& [slots, pages] : injected_) {
+    if (slots == &host) held += static_cast<int64_t>(pages.size());
+  }
+  const int64_t room =
+      host.capacity() - cache_->device_slots().capacity() - host.page_size() - held;
+  return std::max<int64_t>(0, room / host.page_size() * host.page_size());
 }
 
 void KvsimCoreCache::release_injected() {

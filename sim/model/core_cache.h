@@ -61,6 +61,10 @@ class KvsimCoreCache final : public CacheUnderTest {
   // other, as a device synchronizing on the load's event does; off, a runnable stream is drawn
   // at random (the core target's model). The differential's shadow turns it on.
   void set_compute_waits_on_loads_only(bool on) { compute_waits_on_loads_only_ = on; }
+  // An inject of target 0 leaves the main host pool more room than the device pool has, where
+  // there is no storage tier: what the SGLang target's driver does (it has no holder of host
+  // pages outside its tree then; driver.py, _host_hold_limit). The differential's shadow.
+  void set_host_hold_leaves_device_room(bool on) { host_hold_leaves_device_room_ = on; }
   void retract(SimRequest& r) override;
   void abort(SimRequest& r) override;
   void offload(SimRequest& r) override;
@@ -131,8 +135,10 @@ class KvsimCoreCache final : public CacheUnderTest {
   std::map<RequestId, CoreRequest> requests_;
   int64_t since_full_check_ = 0;
   bool compute_waits_on_loads_only_ = false;
+  bool host_hold_leaves_device_room_ = false;
   Block scratch_;
   std::vector<std::byte> expected_scratch_;  // read_pool_range's expected bytes
+  int64_t host_hold_limit() const;
   // Pages an inject op holds until the end of the next op: (allocator, pages).
   std::vector<std::pair<PagedSlotAllocator*, IndexVector>> injected_;
 };

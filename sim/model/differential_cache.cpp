@@ -134,10 +134,12 @@ DifferentialCache::DifferentialCache(CacheContext ctx, const CacheFactory& prima
   shadow_->cache = shadow(std::move(shadow_ctx));
   shadow_->core = dynamic_cast<KvsimCoreCache*>(shadow_->cache.get());
   // Beside SGLang's cache, the core evicts SGLang's amounts at a backup and a load-back, and its
-  // forward waits on its load stream only, as the fake device's does.
+  // forward waits on its load stream only, as the fake device's does; a host-full inject leaves
+  // the room the driver's does.
   if (primary_->core == nullptr && shadow_->core != nullptr) {
     shadow_->core->cache().set_sglang_eviction_amounts(true);
     shadow_->core->set_compute_waits_on_loads_only(true);
+    shadow_->core->set_host_hold_leaves_device_room(true);
   }
 }
 

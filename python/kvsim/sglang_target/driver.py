@@ -53,6 +53,7 @@ class Driver(StorageCalls, RetractCalls):
         self.dead = None  # the violation that stopped the run
         self._seen_violations = 0
         self._release_after = []  # injected holds released at the end of the next call
+        self._host_held = 0  # host tokens inject target 0 holds now (_host_hold_limit)
         self.prefetching = {}
         self.host_allocs = None
         self._decisions = {}  # this call's counted decisions (evictions, acks)
@@ -649,11 +650,16 @@ class Driver(StorageCalls, RetractCalls):
         kind, keep = int(request.get("target")), int(request.get("n", 0))
         ps = t.cfg.page_size
         if kind == 0 and t.host_pool is not None:
-            take = t.host_pool.available_size() - keep * ps
+            take = min(t.host_pool.available_size() - keep * ps, self._host_hold_limit())
             if take > 0:
                 held = t.host_pool.alloc(take)
                 if held is not None:
-                    self._release_after.append(lambda: t.host_pool.free(held))
+                    self._host_held += len(held)
+
+                    def release_host():
+                        self._host_held -= len(held)
+                        t.host_pool.free(held)
+                    self._release_after.append(release_host)
         elif kind == 1:
             take = (t.allocator.available_size() // ps - keep) * ps
             if take > 0:
@@ -678,6 +684,21 @@ class Driver(StorageCalls, RetractCalls):
         elif kind not in (0, 1, 2):
             raise DriverError(f"inject target {kind} is not 0, 1 or 2")
         return {}
+
+    def _host_hold_limit(self):
+        """Host tokens inject target 0 may still hold. A held page stands for one a real holder
+        outside the tree has. With a storage tier that is an in-flight prefetch, and one prefetch
+        may take every free page. Without one SGLang has no such holder: only the tree's copies
+        fill the host, and those evict_host cannot free belong to nodes on the device. SGLang
+        asserts a host pool larger than its device pool ("with the current protocol"), so a
+        write-back's evict_host always finds room. The hold therefore leaves more room than the
+        device pool has, as a host pool SGLang would build does."""
+        t = self.target
+        if getattr(t, "storage", None) is not None:
+            return t.host_pool.available_size()
+        ps = t.cfg.page_size
+        room = t.host_pool.size - t.host_pool.device_pool.size - ps - self._host_held
+        return max(0, room // ps * ps)
 
     def _call_tick(self, request):
         now = float(request.get("now")) / 1000.0  # ticks are logical milliseconds
