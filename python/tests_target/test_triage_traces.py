@@ -22,13 +22,14 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
   (a KeyError in HiMambaRadixCache.loading_check), kept as a regression: the driver neither started
   a load-back that restores only a Mamba state nor made the forward wait on the Mamba layers'
   load events, as SGLang's scheduler and mamba2_layer_cache do. Clean at seed 001's fix.
-- hiradix_write_back_host_leaf.trace.jsonl (write_back_pressure, seed 14): a real SGLang bug
+- hiradix_write_back_host_leaf.trace.jsonl (write_back_pressure, seed 42, no inject): a real SGLang bug
   (AssertionError 'parent does not have child key' in HiRadixCache.evict_host). Write-back
   eviction demotes a backed-up parent while its child's write-back is still staged on the device,
   so _update_host_leaf_status (which then counted only evicted children) marks the parent a host
   leaf, and nothing clears the mark when the child is demoted; evict_host later takes the parent
   twice. Fixed by 530b497a48 (#23537, 2026-04-30: a child that is backed up keeps its parent off
-  the host leaves): fails at every April tag, clean from e264b5785d on.
+  the host leaves): fails at every April tag, clean from e264b5785d on. evict_host runs because
+  the tree's own copies fill the host (the first shrink, of seed 14, needed the host-full inject).
 - himamba_read_waits_mamba_layers.trace.jsonl (hybrid_delayed_completions, seed 46): a harness
   false alarm, a second path to the KeyError above: the read after admission (the batch's
   forward) waited on the FULL layers only, and the request was retracted before its own compute.
