@@ -114,6 +114,11 @@ mkdir -p "$src" "$out" "$pristine"
 rm -rf "${out:?}"/*
 python3 "$root/tools/mutate/sync_tree.py" "$root" "$src" >/dev/null
 for f in $files; do mkdir -p "$pristine/$(dirname "$f")"; cp "$root/$f" "$pristine/$f"; done
+# From here on every enumeration (the sample, each mutant's file and label, the survivors'
+# diffs) reads the snapshot this run mutates, with the copy's mutate.py, never the live
+# checkout: an edit of core/ while a run goes on moved the live ids under a session-24 run, so
+# labels, the equivalence test's object and the file restored named other mutants' files.
+mutate() { (cd "$pristine" && python3 "$src/tools/mutate/mutate.py" "$@"); }
 
 tests_flag=OFF
 if [ "$unit" = 1 ]; then tests_flag=ON; fi
@@ -211,7 +216,7 @@ for id in $ids; do
   file=$(mutate show --id "$id" --format '{file}' $files)
   # shellcheck disable=SC2086
   where=$(mutate show --id "$id" --format '{file}:{line} {op}' $files)
-  (cd "$src" && python3 "$root/tools/mutate/mutate.py" apply --id "$id" --root . $files)
+  mutate apply --id "$id" --root "$src" $files  # reads the pristine files, writes the copy
   start=$(now)
   result=""
   unit_col="-"
