@@ -257,8 +257,9 @@ bool HiCache::evict_device_victim(TreeNode& victim) {
 bool HiCache::evict_one_write_back(TreeNode& victim) {
   // Write the leaf to host before dropping its device copy; wait for the copy, since the
   // device slots are freed right after.
-  if (write_backup(victim) > 0) {
+  if (const int64_t written = write_backup(victim); written > 0) {
     KV_PROBE(cache_evict_write_back);
+    stats_.evict_write_tokens += written;
     flush();
     free_released(tree_->demote(victim));
     return true;

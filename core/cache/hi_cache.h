@@ -96,6 +96,10 @@ struct HiCacheStats {
   // a caller's own write_backup is not counted. Always 0 under write-back (sanity_check:
   // "stats.write_back_on_evict").
   int64_t policy_write_tokens = 0;
+  // The part written for device victims at eviction (evict_one_write_back). Only the
+  // hierarchical write-back policy writes there: write-through drops a victim without a copy
+  // and a flat cache has no host tier (sanity_check: "stats.write_back_on_evict").
+  int64_t evict_write_tokens = 0;
   int64_t evicted_device_tokens = 0;
   int64_t evicted_host_tokens = 0;
   int64_t prefetched_tokens = 0;

@@ -31,7 +31,16 @@ void HiCache::wait_for_load(int producer) {
 int HiCache::ready_to_load_host_cache() {
   const int producer = controller_->start_loading();
   const int early = std::exchange(issued_early_producer_, -1);
-  return producer >= 0 ? producer : early;
+  const int handed_out = producer >= 0 ? producer : early;
+  // [load.handout] recomputed from the controller: the batch's forward waits on the latest load
+  // issued since the last handout (one load stream, so it covers every earlier one), whoever
+  // issued it (this call, or a read that issued the queue early).
+  const int latest = controller_->take_latest_issued();
+  KV_ASSERT(handed_out == latest, "load.handout: ready_to_load_host_cache hands out producer " +
+                                      std::to_string(handed_out) + ", but the latest load " +
+                                      "issued since the last handout is producer " +
+                                      std::to_string(latest));
+  return handed_out;
 }
 
 void HiCache::wait_for_loads_of(const TreeNode& node) {

@@ -133,6 +133,15 @@ void HiCache::sanity_check_parts(SanityReport& report,
                                                 std::to_string(stats_.policy_write_tokens) +
                                                 " token(s) of hit nodes through");
   }
+  // ... and the eviction-time write is write-back's alone: under write-through (or in a flat
+  // cache) a device victim without a host copy is dropped, never written out on its way.
+  if ((!options_.hierarchical || options_.write_policy != WritePolicy::kWriteBack) &&
+      stats_.evict_write_tokens > 0) {
+    report.add("stats.write_back_on_evict",
+               std::string(options_.hierarchical ? to_string(options_.write_policy) : "flat") +
+                   " cache: " + std::to_string(stats_.evict_write_tokens) +
+                   " token(s) of device victims written to host at eviction");
+  }
   if (stats_.prefetch_rate_divergences > 0) {
     report.add("prefetch.rate_limit", std::to_string(stats_.prefetch_rate_divergences) +
                                           " prefetch admission(s) decided against the rate "

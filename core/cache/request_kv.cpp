@@ -38,13 +38,21 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   }
   MatchResult m = cache_.match_prefix(ns_, tokens);
   TreeNode* anchor = m.last_device_node;
+  bool loaded_back = false;
+  size_t evicted_tokens = 0;
+  IndexVector loaded(Tier::kDevice, {});  // the FULL slots a load-back returned (the API's)
   // The device match is the fallback if the load-back fails, and a load-back that makes room
   // evicts: hold the device anchor (all components) while it runs.
   lock_ = cache_.lock(*anchor);
   if (allow_load_back && m.best_match_node != m.last_device_node) {
+    // The FULL KV a load-back brings in: the evicted bottom of the path to the match.
+    for (const TreeNode* n = m.best_match_node; !n->is_root() && n->evicted(); n = n->parent)
+      evicted_tokens += static_cast<size_t>(n->token_count());
     LoadBackResult lb = cache_.init_load_back(*m.best_match_node, load_back_quota);
     KV_PROBE_IF(!lb.loaded, req_load_back_declined);
     if (lb.loaded) {
+      loaded_back = true;
+      loaded = std::move(lb.device_indices);
       cache_.unlock(lock_);
       anchor = lb.last_node;
       lock_ = cache_.lock(*anchor);
@@ -72,6 +80,16 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   }
   owned_from_ = kv_.size();
   out.device_hit_tokens = static_cast<int64_t>(owned_from_) - out.host_hit_tokens;
+  if (loaded_back) {
+    // [load_back.result] what init_load_back hands its caller is the FULL KV it loaded: the
+    // new slots of the path's evicted bottom, in order (a hybrid load may bring only side-pool
+    // state for nodes whose FULL KV stayed on device: those are not in it).
+    KV_ASSERT(loaded.size() == evicted_tokens && evicted_tokens <= kv_.size() &&
+                  loaded == kv_.slice(kv_.size() - evicted_tokens, kv_.size()),
+              "load_back.result: init_load_back returned " + std::to_string(loaded.size()) +
+                  " device slots for a load of " + std::to_string(evicted_tokens) +
+                  " evicted tokens, or other slots than the path's");
+  }
   if (has_swa) swa_ = cache_.path_swa_slots(*anchor);
   if (has_mamba) {
     mamba_ = own_state;

@@ -235,6 +235,7 @@ std::vector<LoadSource> CacheController::load_sources() const {
 int CacheController::start_loading() {
   if (load_queue_.empty()) return -1;
   const int producer = layer_done_.update_producer(backend_);
+  latest_issued_ = producer;
   IndexVector host(Tier::kHost, {});
   IndexVector device(Tier::kDevice, {});
   TransferAck ack;

@@ -32,6 +32,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/backend.h"
@@ -120,6 +121,9 @@ class CacheController {
                                   const std::vector<PoolTransfer>& extra = {});
   // Issues all queued loads as one copy; returns the producer index, or -1 if none queued.
   int start_loading();
+  // The producer of the latest load start_loading issued since the last call (-1: none), for
+  // the check that a batch's forward waits on it (invariant load.handout).
+  int take_latest_issued() { return std::exchange(latest_issued_, -1); }
 
   // Pops the leading completed acks of each queue (FIFO).
   std::vector<TransferAck> poll_write_acks();
@@ -184,6 +188,7 @@ class CacheController {
   HostKVPool& host_pool_;
   PagedSlotAllocator& host_slots_;
   CacheControllerOptions options_;
+  int latest_issued_ = -1;
   StreamId write_stream_;
   StreamId load_stream_;
   LayerDoneCounter layer_done_;

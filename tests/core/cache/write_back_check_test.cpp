@@ -40,6 +40,7 @@ TEST(WriteBackOnEvict, EvictionsWriteBackAndTheCheckStaysQuiet) {
   f.cache_->flush();
   ASSERT_GT(f.cache_->stats().write_through_tokens, 0);  // the victims were written back
   EXPECT_EQ(f.cache_->stats().policy_write_tokens, 0);
+  EXPECT_EQ(f.cache_->stats().evict_write_tokens, f.cache_->stats().write_through_tokens);
   EXPECT_FALSE(write_back_reported(*f.cache_, "stats.write_back_on_evict"));
 }
 
@@ -62,6 +63,30 @@ TEST(WriteBackOnEvict, TheCountOfPolicyWritesIsLiveUnderWriteThrough) {
   f.cache_->flush();
   EXPECT_GT(f.cache_->stats().policy_write_tokens, 0);
   EXPECT_EQ(f.cache_->stats().policy_write_tokens, f.cache_->stats().write_through_tokens);
+}
+
+// The converse: under write-through a device victim without a host copy is dropped, never
+// written out at eviction (a node hit once is below selective write-through's threshold).
+struct SelectiveFixture : CacheFixture {
+  static HiCacheOptions selective_options() {
+    HiCacheOptions o = CacheFixture::default_options();
+    o.write_policy = WritePolicy::kWriteThroughSelective;
+    return o;
+  }
+  SelectiveFixture() : CacheFixture(selective_options()) {}
+  void TestBody() override {}
+};
+
+TEST(WriteBackOnEvict, WriteThroughWritesNoVictimAtEviction) {
+  SelectiveFixture f;
+  for (Token first = 0; first < 8 * 40; first += 40)
+    f.run_request(1, tokens_from(first, 16));  // each hit once: none reaches the threshold
+  f.cache_->flush();
+  ASSERT_GT(f.cache_->stats().evicted_device_tokens, 0);
+  EXPECT_EQ(f.cache_->stats().evict_write_tokens, 0);
+  EXPECT_EQ(f.cache_->stats().write_through_tokens, 0);
+  EXPECT_FALSE(write_back_reported(*f.cache_, "stats.write_back_on_evict"));
+  f.expect_sane();
 }
 
 }  // namespace
