@@ -40,6 +40,9 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
   evict_host, which evicts the leaf just demoted, and its tombstone cascade deletes the parent
   (its device KV freed, its evictable size taken off). write_backup then copies the freed slots
   and _evict_to_host demotes the deleted node: evictable size counted twice, slots freed twice.
+- himamba_selective_double_free.trace.jsonl (swarm seed 121, selective write-through): a real SGLang
+  bug of the same cascade family: a device slot freed twice (first _evict_regular, then the
+  cascade under write_backup -> evict_mamba_host); 491 ops, replayed at 21835fb0af only.
 - himamba_write_back_sizes.trace.jsonl (swarm seed 209), unified_evict_to_host_not_backed_up
   .trace.jsonl (swarm seed 263) and mamba_units/seed2_write_back_host_full: harness false alarms
   of the host-full inject (target 0), which held every free host page. Without a storage tier
@@ -185,3 +188,12 @@ def test_a_host_full_inject_holds_what_a_real_holder_could(storage):
         assert free == 0
     else:  # more room than the device pool, as SGLang's host pool has
         assert device < free < size
+
+
+def test_selective_write_through_mamba_cascade_frees_a_device_slot_twice():
+    # Swarm seed 121 (no fault fired): SGLang's tombstone cascade under write_backup's Mamba host
+    # allocation frees a device slot a regular eviction already freed; the slot is handed out
+    # twice and a node's KV is overwritten (docs/sglang-hunt.md, triage). 491 ops: the shrink
+    # stalled. Later tags refuse its op 21, so it is replayed at the fix commit it was found at.
+    r, out = _replay("himamba_selective_double_free.trace.jsonl", FIX001)
+    assert r.returncode == 1 and "VIOLATION of content" in out and "device KV" in out, out
