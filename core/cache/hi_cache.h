@@ -364,7 +364,7 @@ class HiCache {
   int64_t last_victim_ = 0;          // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;     // the same for the latest evict_host
   bool eviction_exhausted_ = false;  // the latest eviction stopped short of its target (6d)
-  int issued_early_producer_ = -1;  // loads a read issued before ready_to_load_host_cache
+  int issued_early_producer_ = -1;   // loads a read issued before ready_to_load_host_cache
   HiCacheStats stats_;
 };
 

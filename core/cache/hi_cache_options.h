@@ -36,9 +36,10 @@ struct HiCacheOptions {
   WritePolicy write_policy = WritePolicy::kWriteThrough;
   EvictionPolicy eviction_policy = EvictionPolicy::kLru;
   int64_t load_back_threshold_tokens = 10;  // smaller load-backs are recomputed instead
-  // SGLang's eviction amounts where a first allocation fails (HiCache::set_sglang_eviction_amounts):
-  // a backup evicts the node's whole length from host, a load-back the load's whole length from
-  // device, instead of the shortfall. The differential's shadow runs it; the swarm draws it.
+  // SGLang's eviction amounts where a first allocation fails
+  // (HiCache::set_sglang_eviction_amounts): a backup evicts the node's whole length from host, a
+  // load-back the load's whole length from device, instead of the shortfall. The differential's
+  // shadow runs it; the swarm draws it.
   bool sglang_eviction_amounts = false;
 
   // Storage tier (used only when HiCache is given a StorageBackend).

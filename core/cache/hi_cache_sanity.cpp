@@ -242,7 +242,8 @@ void HiCache::check_load_sources(SanityReport& report) const {
       tree_->for_each_node([&](const TreeNode& n) {
         const ComponentData& d = n.component(type);
         if (n.is_root() || !d.host_value) return;
-        for (SlotIndex slot : d.host_value->slots()) owner->emplace(slot, &n);
+        for (SlotIndex slot : d.host_value->slots())
+          owner->emplace(slot, &n);
       });
     }
     for (SlotIndex slot : src.host.slots()) {

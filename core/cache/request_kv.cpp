@@ -40,7 +40,7 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   TreeNode* anchor = m.last_device_node;
   bool loaded_back = false;
   size_t evicted_tokens = 0;
-  IndexVector loaded(Tier::kDevice, {});  // the FULL slots a load-back returned (the API's)
+  IndexVector loaded(Tier::kDevice, {});  // init_load_back's result: the FULL slots it loaded
   // The device match is the fallback if the load-back fails, and a load-back that makes room
   // evicts: hold the device anchor (all components) while it runs.
   lock_ = cache_.lock(*anchor);

@@ -44,7 +44,6 @@
 
 namespace kvsim {
 
-// A completed (or pending) transfer as the scheduler sees it at a poll point.
 // Host slots a load reads, per pool (kKv: the main KV pool), for the load anchored at `node`.
 struct LoadSource {
   NodeId node = 0;
@@ -52,6 +51,7 @@ struct LoadSource {
   IndexVector host{Tier::kHost, {}};
 };
 
+// A completed (or pending) transfer as the scheduler sees it at a poll point.
 struct TransferAck {
   OpId id = 0;
   std::vector<NodeId> node_ids;

@@ -217,11 +217,12 @@ std::vector<FieldSpec> make_fields() {
       [](const Scenario& s) { return to_string(s.cache.eviction_policy); },
       [](Scenario& s, const std::string& v) { parse_eviction_policy(v, &s.cache.eviction_policy); },
       "Which unlocked leaves are evicted first."));
-  add(boolean("cache", "sglang_eviction_amounts",
-               [](Scenario & s) -> auto& { return s.cache.sglang_eviction_amounts; },
-               "true: where a first allocation fails, a backup evicts the node's whole length "
-               "from host and a load-back the load's whole length from device, as SGLang "
-               "does (HiCache::set_sglang_eviction_amounts); false (default): the shortfall."));
+  add(boolean(
+      "cache", "sglang_eviction_amounts",
+      [](Scenario & s) -> auto& { return s.cache.sglang_eviction_amounts; },
+      "true: where a first allocation fails, a backup evicts the node's whole length "
+      "from host and a load-back the load's whole length from device, as SGLang "
+      "does (HiCache::set_sglang_eviction_amounts); false (default): the shortfall."));
   add(integer(
       "cache", "load_back_threshold_tokens", 0, kBig,
       [](Scenario & s) -> auto& { return s.cache.load_back_threshold_tokens; },
