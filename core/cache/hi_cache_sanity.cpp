@@ -218,23 +218,24 @@ void HiCache::check_load_sources(SanityReport& report) const {
   std::set<const TreeNode*> pinned;
   tree_->for_each_node([&](const TreeNode& n) {
     if (n.full().host_lock_ref <= 0 && n.full().lock_ref <= 0) return;
-    for (const TreeNode* p = &n; p != nullptr && pinned.insert(p).second; p = p->parent) {
+    for (const TreeNode* p = &n; p != nullptr; p = p->parent) {
+      if (!pinned.insert(p).second) break;  // the rest of the path is in already
     }
   });
   std::array<std::optional<std::map<SlotIndex, const TreeNode*>>, kComponentTypesMax> owners;
   for (const LoadSource& src : sources) {
     ComponentType type = ComponentType::kFull;
     if (src.pool != PoolName::kKv) {
-      const auto it = std::find_if(side_.begin(), side_.end(), [&](const auto& pool) {
-        return pool && pool->name() == src.pool;
-      });
-      if (it == side_.end()) {
+      // Side pools are indexed by their pool name, as the load and backup paths index them.
+      const auto at = static_cast<size_t>(src.pool);
+      const SidePool* pool = at < side_.size() ? side_[at].get() : nullptr;
+      if (pool == nullptr || pool->name() != src.pool) {
         report.add("inflight.load_sources",
                    "a load reads pool " + std::string(to_string(src.pool)) + ", not attached",
                    src.node);
         continue;
       }
-      type = (*it)->component();
+      type = pool->component();
     }
     auto& owner = owners[index_of(type)];
     if (!owner) {

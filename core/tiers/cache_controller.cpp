@@ -214,11 +214,14 @@ void CacheController::wait_for_loads_of(NodeId node, StreamId stream) {
 }
 
 namespace {
-void append_sources(NodeId node, const IndexVector& host, const std::vector<PoolTransfer>& extra,
+// By value: a queued load that is issued moves its indices in, a query copies them.
+void append_sources(NodeId node, IndexVector host, std::vector<PoolTransfer> extra,
                     std::vector<LoadSource>& out) {
-  if (!host.empty()) out.push_back(LoadSource{node, PoolName::kKv, host});
-  for (const PoolTransfer& pt : extra) {
-    if (!pt.host_indices.empty()) out.push_back(LoadSource{node, pt.pool, pt.host_indices});
+  if (!host.empty()) out.push_back(LoadSource{node, PoolName::kKv, std::move(host)});
+  for (PoolTransfer& pt : extra) {
+    if (!pt.host_indices.empty()) {
+      out.push_back(LoadSource{node, pt.pool, std::move(pt.host_indices)});
+    }
   }
 }
 }  // namespace
@@ -246,7 +249,6 @@ int CacheController::start_loading() {
     host.append(op.host_indices);
     device.append(op.device_indices);
     ack.node_ids.push_back(op.node);
-    append_sources(op.node, op.host_indices, op.extra, ack.sources);
     for (const PoolTransfer& pt : op.extra) {
       auto it = std::find_if(extra.begin(), extra.end(),
                              [&](const PoolTransfer& e) { return e.pool == pt.pool; });
@@ -263,6 +265,8 @@ int CacheController::start_loading() {
   std::sort(extra.begin(), extra.end(),
             [](const PoolTransfer& a, const PoolTransfer& b) { return a.pool < b.pool; });
   KV_PROBE_IF(load_queue_.size() > 1, ctl_loads_merged);
+  for (QueuedLoad& op : load_queue_)  // the copy reads these until its ack
+    append_sources(op.node, std::move(op.host_indices), std::move(op.extra), ack.sources);
   load_queue_.clear();
   ack.tokens = static_cast<int64_t>(host.size());
   const std::string label = "load op " + std::to_string(ack.id);

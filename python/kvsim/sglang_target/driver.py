@@ -29,6 +29,11 @@ class DriverError(Exception):
     """A request the driver refuses (bad input or an unsupported configuration): ok false."""
 
 
+# August 2026's UnifiedRadixCache also counts SWA and Mamba host hits in its match result; its
+# init_load_back loads back when any of them (or the FULL host hit) is positive.
+_SIDE_HOST_HITS = ("swa_host_hit_length", "mamba_host_hit_length")
+
+
 class Driver(StorageCalls, RetractCalls):
     DriverError = DriverError
 
@@ -337,11 +342,8 @@ class Driver(StorageCalls, RetractCalls):
             best = getattr(m, "best_match_node", None)  # a NodeId (August 2026) may be 0
             req.best_match_node = m.last_host_node if best is None else best
             req.host_hit_length = int(getattr(m, "host_hit_length", 0) or 0)
-            # August 2026's UnifiedRadixCache also counts SWA / Mamba host hits; its
-            # init_load_back loads back when any is positive.
-            side_hits = {name: int(getattr(m, name, 0) or 0) for name in ("swa_host_hit_length",
-                                                                           "mamba_host_hit_length")}
-            req.__dict__.update(side_hits)
+            for name in _SIDE_HOST_HITS:
+                setattr(req, name, int(getattr(m, name, 0) or 0))
         else:
             req.prefix_indices = torch.empty((0,), dtype=torch.int64, device="cuda")
             req.last_node = req.last_host_node = req.best_match_node = cache.root_node
@@ -354,8 +356,7 @@ class Driver(StorageCalls, RetractCalls):
             if need >= t.budget() or not self._pd_can_admit() or not self._room_for(req):
                 return {"admitted": False, "device_hit": device_hit, "host_hit": host_hit, "owned_from": 0}
             if request.get("load_back", True) and t.controller is not None and \
-                    (host_hit > 0 or any(getattr(req, name, 0) > 0 for name in ("swa_host_hit_length",
-                                                                                "mamba_host_hit_length"))):
+                    (host_hit > 0 or any(getattr(req, name, 0) > 0 for name in _SIDE_HOST_HITS)):
                 quota = int(request.get("quota", -1))
                 queued = len(t.controller.load_queue)
                 new_indices, req.last_node = t.init_load_back(req, None if quota < 0 else quota)
