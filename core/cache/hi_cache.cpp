@@ -137,10 +137,11 @@ std::optional<IndexVector> HiCache::alloc_device(int64_t tokens) {
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   begin_allocation();
-  const int64_t shortfall = tokens - device_slots_->available_size();
+  const int64_t free_before = device_slots_->available_size();
+  const int64_t shortfall = tokens - free_before;
   if (shortfall > 0) {
     evict(shortfall);
-    note_eviction(tokens, device_slots_->available_size());
+    note_eviction(tokens, free_before, device_slots_->available_size());
   }
   std::optional<IndexVector> slots = device_slots_->alloc(tokens);
   if (slots) {
@@ -166,8 +167,9 @@ std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
   if (!slots) {
     KV_PROBE(cache_alloc_host_evicts);
     begin_allocation();
-    evict_host(tokens - host_slots_->available_size());
-    note_host_eviction(tokens);
+    const int64_t free_before = host_slots_->available_size();
+    evict_host(tokens - free_before);
+    note_host_eviction(tokens, free_before);
     slots = host_slots_->alloc(tokens);
     KV_PROBE_IF(!slots, cache_alloc_host_fails);
     if (!slots) note_failed_allocation();
@@ -188,13 +190,15 @@ int64_t HiCache::write_backup(TreeNode& node) {
   if (!host) {
     KV_PROBE(cache_backup_evicts_host);
     begin_allocation();
+    const int64_t free_before = host_slots_->available_size();
     if (options_.sglang_eviction_amounts) {
       KV_PROBE(cache_backup_evicts_sglang_amount);
       evict_host(node.token_count());
     } else {
-      evict_host(node.token_count() - host_slots_->available_size());
+      evict_host(node.token_count() - free_before);
     }
-    note_host_eviction(node.token_count());  // on both branches: SGLang's surplus is excused
+    // On both branches: SGLang's surplus is excused.
+    note_host_eviction(node.token_count(), free_before);
     host = controller_->write(*node.full().value, node.id, extra);
     if (!host) note_failed_allocation();
   }

@@ -129,6 +129,20 @@ struct HiCacheStats {
   // recomputation from the live prefetches' tokens): always 0 on a correct core
   // (sanity_check: "prefetch.rate_limit").
   int64_t prefetch_rate_divergences = 0;
+  // Evictions that freed slots for an allocation whose pool already had room for it before
+  // the eviction started (an eviction must follow a first attempt that fell short, in both
+  // eviction modes): always 0 on a correct core (sanity_check: "evict.needless").
+  int64_t needless_evictions = 0;
+  // Progress checks whose prefetch deadline differs from the reference's (base + per-KiB-token
+  // ticks, capped at the maximum) and storage queries whose keep-or-revoke decision differs
+  // from the reference's (nothing hit, or less than the threshold): always 0 on a correct core
+  // (sanity_check: "prefetch.deadline", "prefetch.query_threshold").
+  int64_t prefetch_deadline_divergences = 0;
+  int64_t prefetch_query_divergences = 0;
+  // Tokens of finished prefetches handed to their requests (pop_prefetch_loaded_tokens) or
+  // dropped with an aborted request: with those still waiting in prefetch_loaded_, exactly
+  // prefetched_tokens (sanity_check: "prefetch.reported_tokens").
+  int64_t prefetch_reported_tokens = 0;
 };
 
 class HiCache {
@@ -273,12 +287,15 @@ class HiCache {
   // verifies it (KV_VERIFY) before it lets the prefetch go (hi_cache_sanity.cpp).
   std::string check_finished_prefetch(const PrefetchOp& op, const TreeNode& anchor, size_t present,
                                       size_t inserted) const;
-  // Invariant 6c: called after evicting to fit an allocation of `need` slots, with `free_after`
-  // slots now free; counts the surplus when the latest eviction's last victim was not needed.
-  // Every allocation path of the core calls it; public so a planted allocator (a test) can too.
-  void note_eviction(int64_t need, int64_t free_after);
+  // Invariant 6c: called after evicting to fit an allocation of `need` slots, with
+  // `free_before` slots free when the eviction started and `free_after` now; counts the surplus
+  // when the latest eviction's last victim was not needed, and (evict.needless, in both
+  // eviction modes) an eviction that freed slots although `free_before` already covered
+  // `need`. Every allocation path of the core calls it; public so a planted allocator (a test)
+  // can too.
+  void note_eviction(int64_t need, int64_t free_before, int64_t free_after);
   // The same for the host pool, after evict_host made room for `need` host tokens.
-  void note_host_eviction(int64_t need);
+  void note_host_eviction(int64_t need, int64_t free_before);
   // Invariant 6d: an allocation may fail only after eviction ran out of victims (none left,
   // or one that could not be written back). begin_allocation() starts an allocation attempt;
   // note_failed_allocation() counts the failure unless the last eviction since then was

@@ -169,13 +169,15 @@ LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
     if (!device) {
       KV_PROBE(lb_evicts_to_fit);
       begin_allocation();
+      const int64_t free_before = device_slots_->available_size();
       if (options_.sglang_eviction_amounts) {
         KV_PROBE(lb_evicts_sglang_amount);
         evict(tokens);
       } else {
-        evict(tokens - device_slots_->available_size());
+        evict(tokens - free_before);
       }
-      note_eviction(tokens, device_slots_->available_size());  // SGLang's surplus is excused
+      // SGLang's surplus is excused; a needless eviction is not.
+      note_eviction(tokens, free_before, device_slots_->available_size());
       device = controller_->load(host_indices, best_match_node.id, extra);
       KV_PROBE_IF(!device, lb_fails_after_evicting);
       if (!device) note_failed_allocation();

@@ -147,6 +147,34 @@ void HiCache::sanity_check_parts(SanityReport& report,
                                           " prefetch admission(s) decided against the rate "
                                           "limit's reference");
   }
+  if (stats_.needless_evictions > 0) {
+    report.add("evict.needless", std::to_string(stats_.needless_evictions) +
+                                     " eviction(s) freed slots for an allocation its pool "
+                                     "already had room for");
+  }
+  if (stats_.prefetch_deadline_divergences > 0) {
+    report.add("prefetch.deadline", std::to_string(stats_.prefetch_deadline_divergences) +
+                                        " progress check(s) used a prefetch deadline other "
+                                        "than the reference's");
+  }
+  if (stats_.prefetch_query_divergences > 0) {
+    report.add("prefetch.query_threshold",
+               std::to_string(stats_.prefetch_query_divergences) +
+                   " storage quer(ies) kept or revoked a prefetch against the reference's "
+                   "threshold decision");
+  }
+  {
+    int64_t waiting = 0;
+    for (const auto& [rid, tokens] : prefetch_loaded_)
+      waiting += tokens;
+    if (stats_.prefetch_reported_tokens + waiting != stats_.prefetched_tokens) {
+      report.add("prefetch.reported_tokens",
+                 std::to_string(stats_.prefetch_reported_tokens) +
+                     " prefetched token(s) handed to requests + " + std::to_string(waiting) +
+                     " waiting != " + std::to_string(stats_.prefetched_tokens) +
+                     " inserted by finished prefetches");
+    }
+  }
   if (stats_.under_evicted_allocations > 0) {
     report.add("evict.under_eviction",
                std::to_string(stats_.under_evicted_allocations) +

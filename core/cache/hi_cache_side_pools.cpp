@@ -31,10 +31,11 @@ std::optional<IndexVector> HiCache::alloc_swa(int64_t tokens) {
   if (tokens == 0) return IndexVector(Tier::kDevice, {});                   // documented no-op
   if (tokens < 0 || tokens % options_.page_size != 0) return std::nullopt;  // caller error
   begin_allocation();
-  const int64_t shortfall = tokens - pool->device_slots().available_size();
+  const int64_t free_before = pool->device_slots().available_size();
+  const int64_t shortfall = tokens - free_before;
   if (shortfall > 0) {
     evict_swa(shortfall);
-    note_eviction(tokens, pool->device_slots().available_size());
+    note_eviction(tokens, free_before, pool->device_slots().available_size());
   }
   std::optional<IndexVector> slots = pool->alloc_for_request(tokens);
   if (!slots) note_failed_allocation();
@@ -52,9 +53,10 @@ std::optional<SlotIndex> HiCache::alloc_mamba_state() {
   SidePool* pool = side_pool(ComponentType::kMamba);
   KV_ASSERT(pool != nullptr, "alloc_mamba_state without a Mamba component");
   begin_allocation();
-  if (pool->device_slots().available_size() < 1) {
+  const int64_t free_before = pool->device_slots().available_size();
+  if (free_before < 1) {
     evict_mamba(1);
-    note_eviction(1, pool->device_slots().available_size());
+    note_eviction(1, free_before, pool->device_slots().available_size());
   }
   std::optional<IndexVector> v = pool->alloc_for_request(1);
   if (!v) {
@@ -117,7 +119,8 @@ int64_t over_evicted(int64_t need, int64_t free_after, int64_t last_victim) {
 
 }  // namespace
 
-void HiCache::note_eviction(int64_t need, int64_t free_after) {
+void HiCache::note_eviction(int64_t need, int64_t free_before, int64_t free_after) {
+  if (free_before >= need && free_after > free_before) ++stats_.needless_evictions;
   tally_over_eviction(over_evicted(need, free_after, last_victim_));
 }
 
@@ -125,7 +128,10 @@ void HiCache::note_failed_allocation() {
   if (!eviction_exhausted_) ++stats_.under_evicted_allocations;
 }
 
-void HiCache::note_host_eviction(int64_t need) {
+void HiCache::note_host_eviction(int64_t need, int64_t free_before) {
+  if (free_before >= need && host_slots_->available_size() > free_before) {
+    ++stats_.needless_evictions;
+  }
   const int64_t surplus = over_evicted(need, host_slots_->available_size(), last_host_victim_);
   tally_over_eviction(surplus);
 }

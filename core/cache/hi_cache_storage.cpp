@@ -25,6 +25,24 @@ bool reference_rate_limited(const std::map<RequestId, PrefetchOp>& live,
   return occupied >= static_cast<int64_t>(capacity);
 }
 
+// [prefetch.deadline] The reference deadline (SGLang's prefetch_timeout_base +
+// prefetch_timeout_per_ki_token * tokens / 1024, never past prefetch_timeout_max), from the
+// tokens the rate limit counts rather than the token list.
+uint64_t reference_deadline_ticks(const PrefetchOp& op, const HiCacheOptions& options) {
+  const auto tokens = static_cast<uint64_t>(op.occupied_tokens);
+  const uint64_t linear = options.prefetch_timeout_base_ticks +
+                          tokens * options.prefetch_timeout_per_ki_token_ticks / 1024;
+  return linear > options.prefetch_timeout_max_ticks ? options.prefetch_timeout_max_ticks
+                                                     : linear;
+}
+
+// [prefetch.query_threshold] The reference of the query's decision: a prefetch goes on only
+// when the store holds at least one page and at least the threshold's tokens of it.
+bool reference_query_keeps(size_t hit_pages, const HiCacheOptions& options) {
+  const auto hit_tokens = static_cast<int64_t>(hit_pages) * options.page_size;
+  return hit_pages > 0 && !(hit_tokens < options.prefetch_threshold_tokens);
+}
+
 }  // namespace
 
 PageDigest HiCache::last_hash(TreeNode& node) {
@@ -158,7 +176,11 @@ bool HiCache::storage_query_step() {
     stats_.storage_query_hit_pages += static_cast<int64_t>(hit_pages);
     op.hit_tokens = static_cast<int64_t>(hit_pages) * options_.page_size;
     // A hit of no page is nothing to prefetch, whatever the threshold (0 is a valid one).
-    if (hit_pages == 0 || op.hit_tokens < options_.prefetch_threshold_tokens) {
+    const bool revoke = hit_pages == 0 || op.hit_tokens < options_.prefetch_threshold_tokens;
+    if (revoke == reference_query_keeps(hit_pages, options_)) {
+      ++stats_.prefetch_query_divergences;
+    }
+    if (revoke) {
       KV_PROBE(st_query_revoked);
       op.state = PrefetchOp::State::kRevoked;
     } else {
@@ -253,7 +275,11 @@ bool HiCache::check_prefetch_progress(RequestId rid, uint64_t now_tick) {
     revoke_prefetch(op);
     return true;
   }
-  const bool timed_out = now_tick - op.start_tick > prefetch_timeout_ticks(op);
+  const uint64_t deadline = prefetch_timeout_ticks(op);
+  if (deadline != reference_deadline_ticks(op, options_)) {
+    ++stats_.prefetch_deadline_divergences;
+  }
+  const bool timed_out = now_tick - op.start_tick > deadline;
   const bool complete = op.state == PrefetchOp::State::kTransfer &&
                         (op.completed_tokens == op.hit_tokens || op.terminated);
   bool can_terminate = false;
@@ -327,6 +353,7 @@ void HiCache::drop_prefetch(RequestId rid) {
 }
 
 void HiCache::release_aborted_request(RequestId rid) {
+  pop_prefetch_loaded_tokens(rid);  // a finished prefetch's tokens go with their request
   auto it = prefetches_.find(rid);
   if (it == prefetches_.end()) return;
   KV_PROBE(st_abort_during_prefetch);
@@ -339,6 +366,7 @@ int64_t HiCache::pop_prefetch_loaded_tokens(RequestId rid) {
   if (it == prefetch_loaded_.end()) return 0;
   const int64_t n = it->second;
   prefetch_loaded_.erase(it);
+  stats_.prefetch_reported_tokens += n;
   return n;
 }
 

@@ -103,7 +103,7 @@ void repair(Scenario& s) {
   HiCacheOptions& c = s.cache;
   WorkloadOptions& w = s.workload;
   SchedulerOptions& o = s.scheduler;
-  c.page_size = std::clamp<int32_t>(c.page_size, 1, 64);
+  c.page_size = std::clamp<int32_t>(c.page_size, 1, 128);
   const int64_t page = c.page_size;
   w.prompt_min = std::max<int64_t>(w.prompt_min, 1);
   w.prompt_max = std::max(w.prompt_max, w.prompt_min);
@@ -152,6 +152,17 @@ Scenario draw_scenario(uint64_t seed) {
   o.mode = components == 4 ? SchedulerMode::kPd : SchedulerMode::kNormal;
   draw_workload(rng, row, s.workload);
   c.page_size = draw_page_size(rng, row[kFactorPage]);
+  // Each on its own stream, so adding the draw moved no other setting of any seed:
+  // a real model's vocabulary (token ids past 2^16, as every storage key encodes them), and
+  // pages of 128 tokens (a page's hash input past one 256-byte chunk) with prompts of
+  // several such pages.
+  if (Rng v = rng_stream(seed, "swarm.vocab"); v.chance(0.15)) {
+    s.workload.vocab = pick<int64_t>(v, {128256, 151936, 256000});
+  }
+  if (row[kFactorPage] == 3 && rng_stream(seed, "swarm.page128").chance(0.25)) {
+    c.page_size = 128;
+    s.workload.prompt_max = std::max(s.workload.prompt_max, s.workload.prompt_min + 3 * 128);
+  }
   const int64_t page = c.page_size;
   c.layer_count = static_cast<int32_t>(rng.between(1, 3));
   c.item_bytes = pick<size_t>(rng, {8, 16, 24});
@@ -239,6 +250,7 @@ std::vector<std::string> features(const Scenario& s) {
   tag(c.page_size == 1, "page1");
   tag(c.page_size > 1 && (c.page_size & (c.page_size - 1)) != 0, "page_odd");
   tag(c.page_size >= 16, "page>=16");
+  tag(c.page_size > 64, "page>64");
   tag(!c.hierarchical, "flat");
   tag(c.host_tokens < c.device_tokens, "host<device");
   tag(c.host_layout == KVLayout::kLayerFirst, "layer_first");
@@ -261,6 +273,7 @@ std::vector<std::string> features(const Scenario& s) {
   tag(w.namespaces > 1, "namespaces>1");
   tag(w.cross_namespace, "cross_namespace");
   tag(w.vocab <= 12, "small_vocab");
+  tag(w.vocab > 65536, "large_vocab");
   tag(w.burst > 1, "burst");
   tag(w.kind == WorkloadKind::kFork || w.kind == WorkloadKind::kAdversarial, "fork");
   tag(w.output_max >= 32, "long_decode");

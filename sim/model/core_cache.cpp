@@ -71,7 +71,9 @@ bool KvsimCoreCache::arrive(SimRequest& r, uint64_t now) {
 
 std::optional<int64_t> KvsimCoreCache::prefetch_done(SimRequest& r, uint64_t now) {
   if (!cache_->check_prefetch_progress(r.rid, now)) return std::nullopt;
-  return cache_->pop_prefetch_loaded_tokens(r.rid);
+  const int64_t loaded = cache_->pop_prefetch_loaded_tokens(r.rid);
+  if (loaded > 0 && scenario_.check.content) check_prefetched_host(r);
+  return loaded;
 }
 
 std::optional<AdmitDecision> KvsimCoreCache::admit(SimRequest& r, bool load_back, bool defer_load,

@@ -116,6 +116,11 @@ class KvsimCoreCache final : public CacheUnderTest {
   bool read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
                        std::span<const size_t> positions, const SimRequest& r, int kind,
                        const char* what);
+  // The host copies on `r`'s path that a finished prefetch just filled from storage, read
+  // against the content oracle (content: "host KV after prefetch"): a page the store returned
+  // damaged is caught when it arrives, not only if a later request loads it back. Nodes whose
+  // host write is still in flight are skipped; false after a failure.
+  bool check_prefetched_host(const SimRequest& r);
   Block& scratch(size_t bytes);
   std::string storage_stats_disagree() const;
   // The full check's part outside HiCache: metadata slots (PD) and the caching allocator.

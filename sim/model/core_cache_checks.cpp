@@ -151,6 +151,45 @@ bool KvsimCoreCache::read_pool_range(const KVPoolView& view, std::span<const Slo
   return true;
 }
 
+bool KvsimCoreCache::check_prefetched_host(const SimRequest& r) {
+  const HostKVPool& host = cache_->host_pool();
+  const auto page = static_cast<size_t>(scenario_.cache.page_size);
+  const std::span<const Token> tokens(r.tokens);
+  std::vector<std::byte> expected(host.item_bytes());
+  const TreeNode* node = cache_->tree().root();
+  size_t pos = 0;
+  // A read-only walk (match_prefix would refresh access times): whole pages, as the tree
+  // holds them.
+  while (pos + page <= tokens.size()) {
+    const TreeNode* child = node->children.scan(r.ns, tokens.subspan(pos, page));
+    if (child == nullptr) break;
+    size_t k = 0;
+    while (k < child->key.size() && pos + k < tokens.size() && child->key[k] == tokens[pos + k])
+      ++k;
+    const std::optional<IndexVector>& value = child->full().host_value;
+    if (value && !cache_->write_pending(child->id)) {
+      for (size_t i = 0; i < k; ++i) {
+        for (int32_t layer = 0; layer < host.layer_count(); ++layer) {
+          fill_item(r.prefix_hash[pos + i], pos + i, layer, ContentKind::kFull, expected);
+          const std::vector<std::byte> got = host.read_item(layer, (*value)[i]);
+          if (got != expected) {
+            fail("content", "host KV after prefetch: request " + std::to_string(r.rid) +
+                                " position " + std::to_string(pos + i) + " layer " +
+                                std::to_string(layer) + " (host slot " +
+                                std::to_string((*value)[i]) + ", node " +
+                                std::to_string(child->id) + ") holds bytes of another prefix");
+            return false;
+          }
+        }
+      }
+    }
+    if (k < child->key.size()) break;
+    pos += k;
+    node = child;
+  }
+  return true;
+}
+
 bool KvsimCoreCache::read_prefix(SimRequest& r) {
   const size_t n = r.computed;
   if (n == 0) return true;

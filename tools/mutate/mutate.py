@@ -25,8 +25,9 @@ assertions stays put and an object file can be compared with the original's):
 
 Lines are matched with comments and string literals blanked out. KV_ASSERT, KV_VERIFY and
 KV_PROBE statements (all their lines, when the condition spans several) and the bodies of
-checking functions (sanity_check, check, check_*, *_problem) are not mutated: a weaker check is
-not a bug in the system, and a probe changes no behaviour.
+checking functions (sanity_check, check, check_*, *_problem, the policy references reference_*,
+the controller's load_sources/append_sources) are not mutated: a weaker check is not a bug in
+the system, and a probe changes no behaviour.
 
 Enumeration is deterministic: sites are sorted by (file, line, column, operator, text), and a
 mutant's id is its index in that order. `--sample N --seed S` picks N ids with Python's
@@ -51,7 +52,11 @@ import re
 import sys
 
 SKIP_LINE = re.compile(r"\b(KV_ASSERT|KV_VERIFY|KV_PROBE|KV_PROBE_IF|static_assert)\b")
-SKIP_FUNCTION = re.compile(r"^(sanity_check|check|check_\w*|\w+_problem|to_string)$")
+# Checking code: the checks, the policy references they compare against (reference_*), and
+# the controller's recomputation of a load's sources for inflight.load_sources.
+SKIP_FUNCTION = re.compile(
+    r"^(sanity_check|check|check_\w*|\w+_problem|to_string|reference_\w*|load_sources|"
+    r"append_sources)$")
 FUNC_HEAD = re.compile(r"^[A-Za-z].*?\b([A-Za-z_]\w*)(?:::([A-Za-z_~]\w*))?\s*\(")
 PROBE = re.compile(r"KV_PROBE(?:_IF)?\((?:[^;]*?,\s*)?(\w+)\);", re.S)
 CACHE_NAME = re.compile(r"\b(refresh_leaf\w*|file_(?:device|host)_leaf|file_aux|index_child|"

@@ -6,17 +6,13 @@
 #include "core/tiers/memory_storage.h"
 #include "core/tiers/page_hash.h"
 #include "tests/support/cache_fixture.h"
+#include "tests/support/hi_cache_test_peer.h"
 #include "tests/support/hybrid_fixture.h"
 
 namespace kvsim {
 
 struct RequestSlotsTestPeer {
   static int64_t& count(RequestSlots& s) { return s.count_; }
-};
-
-struct HiCacheTestPeer {
-  static int64_t& prefetch_occupied(HiCache& c) { return c.prefetch_tokens_occupied_; }
-  static HiCacheStats& stats(HiCache& c) { return c.stats_; }
 };
 
 namespace testing {

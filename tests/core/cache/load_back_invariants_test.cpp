@@ -135,6 +135,7 @@ TEST(OverEviction, AllocationsUnderPressureEvictOnlyTheShortfall) {
   EXPECT_GT(f.cache_->stats().evicted_device_tokens, evicted_before);
   EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 0);
   EXPECT_FALSE(load_back_reports(*f.cache_, "evict.over_eviction"));
+  EXPECT_EQ(f.cache_->stats().needless_evictions, 0);
   for (const IndexVector& v : {swa_hog, swa_more})
     f.cache_->free_swa(v);
   for (const IndexVector& v : {dev_hog, more})
@@ -147,7 +148,8 @@ TEST(OverEviction, AnAllocatorThatEvictsPastItsShortfallIsReported) {
   // A planted allocator: it needs 4 more SWA slots but asks the eviction for 24.
   IndexVector hog = hold_free_swa(f);
   ASSERT_EQ(f.cache_->evict_swa(24), 24);
-  f.cache_->note_eviction(4, f.cache_->side_pool(kSwaComponent)->device_slots().available_size());
+  f.cache_->note_eviction(4, /*free_before=*/0,
+                          f.cache_->side_pool(kSwaComponent)->device_slots().available_size());
   EXPECT_EQ(f.cache_->stats().over_evicted_tokens, 20);
   EXPECT_TRUE(load_back_reports(*f.cache_, "evict.over_eviction"));
   f.cache_->free_swa(hog);
@@ -167,11 +169,42 @@ TEST(OverEviction, AHostEvictionPastItsShortfallIsExcusedOnlyUnderSglangAmounts)
     // A backup short of 4 host tokens that evicts 24 (three 8-token victims), as a node's
     // whole length would: 20 tokens past the shortfall, more than the last victim.
     ASSERT_EQ(f.cache_->evict_host(24), 24);
-    f.cache_->note_host_eviction(4);
+    f.cache_->note_host_eviction(4, /*free_before=*/0);
     EXPECT_EQ(f.cache_->stats().over_evicted_tokens, sglang_amounts ? 0 : 20);
     EXPECT_EQ(load_back_reports(*f.cache_, "evict.over_eviction"), !sglang_amounts);
+    EXPECT_FALSE(load_back_reports(*f.cache_, "evict.needless"));
     f.cache_->host_slots().free(hog);
   }
+}
+
+// Issue 28, mutant 343 of seed 28: an eviction starts only when the pool cannot hold the
+// allocation as it is. SGLang's amounts excuse a surplus, never an eviction that was not
+// needed at all (a load-back that evicts before trying the pool it fits in).
+TEST(NeedlessEviction, AnEvictionForAnAllocationThatFitsIsReportedInBothModes) {
+  for (const bool sglang_amounts : {false, true}) {
+    SCOPED_TRACE(sglang_amounts ? "SGLang's amounts" : "default amounts");
+    SwaFixture f;
+    f.cache_->set_sglang_eviction_amounts(sglang_amounts);
+    serve_distinct(f, 6);
+    const int64_t free_before = f.cache_->available_device_size();
+    ASSERT_GE(free_before, 8);
+    // A planted allocator: 8 device slots are free for its 8, yet it evicts a victim first.
+    ASSERT_GT(f.cache_->evict(8), 0);
+    f.cache_->note_eviction(8, free_before, f.cache_->available_device_size());
+    EXPECT_EQ(f.cache_->stats().needless_evictions, 1);
+    EXPECT_TRUE(load_back_reports(*f.cache_, "evict.needless"));
+  }
+}
+
+TEST(NeedlessEviction, AHostEvictionForABackupThatFitsIsReported) {
+  SwaFixture f;
+  serve_distinct(f, 6);
+  f.cache_->evict(f.cache_->tree().evictable_size());  // six 8-token host-only leaves
+  const int64_t free_before = f.cache_->host_slots().available_size();
+  ASSERT_GE(free_before, 8);
+  ASSERT_EQ(f.cache_->evict_host(8), 8);
+  f.cache_->note_host_eviction(8, free_before);
+  EXPECT_TRUE(load_back_reports(*f.cache_, "evict.needless"));
 }
 
 // Issue 28, mutant 1645 of seed 23: an insert that owns every SWA slot of a node's range
