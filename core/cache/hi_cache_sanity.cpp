@@ -11,9 +11,45 @@
 
 #include "core/cache/hi_cache.h"
 #include "core/tiers/page_hash.h"
+#include "core/tiers/sha256.h"
 
 namespace kvsim {
 namespace {
+
+// [storage.hash_chain] The page-key format (core/tiers/page_hash.h, contract 1-3) written out
+// plainly, one token at a time, as the reference the cached chains and page_hash.cpp's chunked
+// encoder are both checked against: a key is SHA-256 of the previous key and each token id as
+// four little-endian bytes; a namespace's chain starts from SHA-256("kvsim-ns" and the
+// namespace as eight little-endian bytes).
+PageDigest reference_namespace_seed(Namespace ns) {
+  Sha256 h;
+  h.update(std::string_view("kvsim-ns"));
+  const auto v = static_cast<uint64_t>(ns);
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t b = static_cast<uint8_t>(v >> (8 * i));
+    h.update(std::span<const uint8_t>(&b, 1));
+  }
+  return h.finish();
+}
+
+std::vector<PageDigest> reference_hash_pages(PageDigest prev, std::span<const Token> tokens,
+                                             size_t page) {
+  std::vector<PageDigest> out;
+  for (size_t first = 0; first + page <= tokens.size(); first += page) {
+    Sha256 h;
+    h.update(prev);
+    for (const Token t : tokens.subspan(first, page)) {
+      const auto u = static_cast<uint32_t>(t);
+      const std::array<uint8_t, 4> le{static_cast<uint8_t>(u), static_cast<uint8_t>(u >> 8),
+                                      static_cast<uint8_t>(u >> 16),
+                                      static_cast<uint8_t>(u >> 24)};
+      h.update(le);
+    }
+    prev = h.finish();
+    out.push_back(prev);
+  }
+  return out;
+}
 
 // Counts owners per page (slots are owned in whole pages: allocators hand out pages and the
 // tree splits on page boundaries), so a check costs O(pages), not O(tokens); reports pages
@@ -370,20 +406,22 @@ void HiCache::check_inflight(SanityReport& report) const {
 
 // [storage.hash_chain] A node's page hashes name its pages in storage: a stale or wrong chain
 // backs pages up under another prefix's key (or loads another prefix's KV). Recomputed from the
-// namespace seed and the node's tokens, chained from the parent's recomputed last digest.
+// namespace seed and the node's tokens by the plain reference encoder above (not hash_pages:
+// a wrong encoder would agree with itself), chained from the parent's recomputed last digest.
 void HiCache::check_hash_chains(SanityReport& report,
                                 std::optional<std::pair<uint64_t, uint64_t>> slice) const {
   std::map<NodeId, PageDigest> last;  // recomputed last digest per node, parents first
   auto chain_end = [&](const TreeNode& n, auto& self) -> PageDigest {
-    if (n.is_root()) return namespace_seed(n.ns);
+    if (n.is_root()) return reference_namespace_seed(n.ns);
     if (const auto it = last.find(n.id); it != last.end()) return it->second;
     // A sliced check starts from the parent's cached last digest (the parent's own chain is
     // recomputed in its slice); a parent without cached hashes is recomputed.
     const bool parent_cached = slice && !n.parent->is_root() && !n.parent->hash_value.empty();
-    const PageDigest prev = n.parent->is_root() ? namespace_seed(n.ns)
+    const PageDigest prev = n.parent->is_root() ? reference_namespace_seed(n.ns)
                             : parent_cached     ? n.parent->hash_value.back()
                                                 : self(*n.parent, self);
-    const std::vector<PageDigest> pages = hash_pages(prev, n.key.span(), options_.page_size);
+    const std::vector<PageDigest> pages =
+        reference_hash_pages(prev, n.key.span(), static_cast<size_t>(options_.page_size));
     last[n.id] = pages.back();
     if (!n.hash_value.empty() && n.hash_value != pages) {
       report.add("storage.hash_chain", "cached page hashes differ from their recomputation", n.id);
