@@ -41,8 +41,7 @@ std::vector<PageDigest> reference_hash_pages(PageDigest prev, std::span<const To
     for (const Token t : tokens.subspan(first, page)) {
       const auto u = static_cast<uint32_t>(t);
       const std::array<uint8_t, 4> le{static_cast<uint8_t>(u), static_cast<uint8_t>(u >> 8),
-                                      static_cast<uint8_t>(u >> 16),
-                                      static_cast<uint8_t>(u >> 24)};
+                                      static_cast<uint8_t>(u >> 16), static_cast<uint8_t>(u >> 24)};
       h.update(le);
     }
     prev = h.finish();

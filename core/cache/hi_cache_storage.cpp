@@ -32,8 +32,7 @@ uint64_t reference_deadline_ticks(const PrefetchOp& op, const HiCacheOptions& op
   const auto tokens = static_cast<uint64_t>(op.occupied_tokens);
   const uint64_t linear = options.prefetch_timeout_base_ticks +
                           tokens * options.prefetch_timeout_per_ki_token_ticks / 1024;
-  return linear > options.prefetch_timeout_max_ticks ? options.prefetch_timeout_max_ticks
-                                                     : linear;
+  return linear > options.prefetch_timeout_max_ticks ? options.prefetch_timeout_max_ticks : linear;
 }
 
 // [prefetch.query_threshold] The reference of the query's decision: a prefetch goes on only
