@@ -356,6 +356,14 @@ void HiCache::finish_write_ack(const TransferAck& ack) {
 }
 
 void HiCache::finish_load_ack(const TransferAck& ack) {
+  // [load.ack_tokens] an ack reports the FULL tokens its load moved: its KV sources' host slots.
+  size_t kv_tokens = 0;
+  for (const LoadSource& src : ack.sources)
+    if (src.pool == PoolName::kKv) kv_tokens += src.host.size();
+  KV_ASSERT(ack.tokens == static_cast<int64_t>(kv_tokens),
+            "load.ack_tokens: load ack " + std::to_string(ack.id) + " reports " +
+                std::to_string(ack.tokens) + " token(s), its sources hold " +
+                std::to_string(kv_tokens));
   for (NodeId id : ack.node_ids) {
     auto it = pending_loads_.find(id);
     KV_ASSERT(it != pending_loads_.end(),

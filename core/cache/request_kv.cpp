@@ -40,17 +40,43 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
   TreeNode* anchor = m.last_device_node;
   bool loaded_back = false;
   size_t evicted_tokens = 0;
+  int64_t below_device_tokens = 0;
   IndexVector loaded(Tier::kDevice, {});  // init_load_back's result: the FULL slots it loaded
   // The device match is the fallback if the load-back fails, and a load-back that makes room
   // evicts: hold the device anchor (all components) while it runs.
   lock_ = cache_.lock(*anchor);
-  if (allow_load_back && m.best_match_node != m.last_device_node) {
+  TreeNode* const load_at = m.best_match_node;  // a load-back anchors on the best match (seed 002)
+  if (allow_load_back && load_at != m.last_device_node) {
     // The FULL KV a load-back brings in: the evicted bottom of the path to the match.
-    for (const TreeNode* n = m.best_match_node; !n->is_root() && n->evicted(); n = n->parent)
+    for (const TreeNode* n = load_at; !n->is_root() && n->evicted(); n = n->parent)
       evicted_tokens += static_cast<size_t>(n->token_count());
-    LoadBackResult lb = cache_.init_load_back(*m.best_match_node, load_back_quota);
+    // ... and what it must bring for the side components: the SWA of the window ending at the
+    // match that is not on device (whole nodes up to the window's length), and the match's
+    // Mamba state when it is not on device.
+    int64_t swa_missing = 0;
+    if (has_swa) {
+      int64_t covered = 0;
+      for (const TreeNode* n = load_at;
+           !n->is_root() && covered < cache_.options().swa_window_tokens; n = n->parent) {
+        if (!n->has_device(ComponentType::kSwa)) swa_missing += n->token_count();
+        covered += n->token_count();
+      }
+    }
+    const bool mamba_missing =
+        has_mamba && !load_at->is_root() && !load_at->has_device(ComponentType::kMamba);
+    // The host hit the admit reports: the path from the device match down to the load's anchor.
+    for (const TreeNode* n = load_at; n != m.last_device_node && !n->is_root(); n = n->parent)
+      below_device_tokens += n->token_count();
+    LoadBackResult lb = cache_.init_load_back(*load_at, load_back_quota);
     KV_PROBE_IF(!lb.loaded, req_load_back_declined);
     if (lb.loaded) {
+      // [load_back.result] the side components' part of what init_load_back reports.
+      KV_ASSERT(lb.swa_loaded_tokens == swa_missing && lb.mamba_loaded == mamba_missing,
+                "load_back.result: init_load_back reports " + std::to_string(lb.swa_loaded_tokens) +
+                    " SWA token(s) and Mamba " + (lb.mamba_loaded ? "loaded" : "not loaded") +
+                    "; the window lacked " + std::to_string(swa_missing) +
+                    " and the match's state was " +
+                    (mamba_missing ? "not on device" : "on device"));
       loaded_back = true;
       loaded = std::move(lb.device_indices);
       cache_.unlock(lock_);
@@ -85,10 +111,13 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
     // new slots of the path's evicted bottom, in order (a hybrid load may bring only side-pool
     // state for nodes whose FULL KV stayed on device: those are not in it).
     KV_ASSERT(loaded.size() == evicted_tokens && evicted_tokens <= kv_.size() &&
-                  loaded == kv_.slice(kv_.size() - evicted_tokens, kv_.size()),
+                  loaded == kv_.slice(kv_.size() - evicted_tokens, kv_.size()) &&
+                  out.host_hit_tokens == below_device_tokens,
               "load_back.result: init_load_back returned " + std::to_string(loaded.size()) +
                   " device slots for a load of " + std::to_string(evicted_tokens) +
-                  " evicted tokens, or other slots than the path's");
+                  " evicted tokens, or other slots than the path's, or the admit reports " +
+                  std::to_string(out.host_hit_tokens) + " host-hit tokens for " +
+                  std::to_string(below_device_tokens) + " below the device match");
   }
   if (has_swa) swa_ = cache_.path_swa_slots(*anchor);
   if (has_mamba) {

@@ -331,9 +331,4 @@ std::vector<TransferAck> CacheController::poll_load_acks() {
   return done;
 }
 
-std::vector<TransferAck> CacheController::flush_write_acks() {
-  if (!write_acks_.empty()) backend_.synchronize_event(write_acks_.back().finish);
-  return pop_completed(write_acks_);
-}
-
 }  // namespace kvsim

@@ -128,8 +128,6 @@ class CacheController {
   // Pops the leading completed acks of each queue (FIFO).
   std::vector<TransferAck> poll_write_acks();
   std::vector<TransferAck> poll_load_acks();
-  // Blocks until every write ack has completed, then pops them all (write_back flushes).
-  std::vector<TransferAck> flush_write_acks();
 
   // New device-resident copies of `src` and `dst` for a kernel on `stream`; the uploads are
   // enqueued on the compute stream. The caller records both on `stream` and frees them.

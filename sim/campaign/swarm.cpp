@@ -71,6 +71,9 @@ void draw_storage(Rng& rng, size_t level, Scenario& s) {
     // somewhat larger).
     const int64_t page_bytes = c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
     s.store.capacity_bytes = rng.between(4, level == 2 ? 64 : 256) * page_bytes;
+    // Now and then a budget below one page (a valid setting): every write is refused.
+    if (rng_stream(s.seed, "swarm.tiny_store").chance(0.05))
+      s.store.capacity_bytes = page_bytes / 2;
   }
   if (level == 3) s.store.backend = StorageKind::kFile;
   if (rng.chance(0.5)) return;  // SGLang's defaults otherwise
@@ -158,6 +161,9 @@ Scenario draw_scenario(uint64_t seed) {
   // several such pages.
   if (Rng v = rng_stream(seed, "swarm.vocab"); v.chance(0.15)) {
     s.workload.vocab = pick<int64_t>(v, {128256, 151936, 256000});
+  }
+  if (s.workload.namespaces > 1 && rng_stream(seed, "swarm.wide_namespaces").chance(0.5)) {
+    s.workload.wide_namespace_ids = true;  // tenants named by 63-bit ids, as extra_keys hash
   }
   if (row[kFactorPage] == 3 && rng_stream(seed, "swarm.page128").chance(0.25)) {
     c.page_size = 128;
@@ -272,6 +278,7 @@ std::vector<std::string> features(const Scenario& s) {
   tag(c.has_swa() && c.swa_window_tokens >= 32, "long_window");
   tag(w.namespaces > 1, "namespaces>1");
   tag(w.cross_namespace, "cross_namespace");
+  tag(w.namespaces > 1 && w.wide_namespace_ids, "wide_namespace_ids");
   tag(w.vocab <= 12, "small_vocab");
   tag(w.vocab > 65536, "large_vocab");
   tag(w.burst > 1, "burst");

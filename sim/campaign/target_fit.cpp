@@ -142,8 +142,10 @@ void scale_pools(Scenario& s, double f) {
   if (s.store.capacity_bytes > 0) {
     const int64_t page_bytes =
         page * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;  // one page of K and V
+    // Never below one page, unless the draw was (a budget below one page refuses every write).
     s.store.capacity_bytes = std::max<int64_t>(
-        page_bytes, static_cast<int64_t>(std::ceil(static_cast<double>(s.store.capacity_bytes) * f)));
+        std::min(page_bytes, s.store.capacity_bytes),
+        static_cast<int64_t>(std::ceil(static_cast<double>(s.store.capacity_bytes) * f)));
   }
 }
 

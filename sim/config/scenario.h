@@ -43,6 +43,9 @@ struct WorkloadOptions {
   int64_t vocab = 50000;         // tokens are drawn from [0, vocab)
   bool cross_namespace = false;  // shared prompts and forks pick any namespace
   int64_t burst = 1;             // each arrival brings 1..burst requests at once
+  // Namespaces other than 0 get 63-bit ids (a fixed hash of 1, 2, ...) instead of 1, 2, ...:
+  // SGLang's extra_key is any string, so a tenant's id is any value, not a small integer.
+  bool wide_namespace_ids = false;
 };
 
 enum class SchedulerMode : uint8_t { kNormal = 0, kPd = 1 };

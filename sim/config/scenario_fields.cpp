@@ -473,6 +473,12 @@ std::vector<FieldSpec> make_fields() {
   add(integer(
       "workload", "burst", 1, 1 << 16, [](Scenario & s) -> auto& { return s.workload.burst; },
       "Each arrival brings 1 to burst requests at once."));
+  add(boolean(
+      "workload", "wide_namespace_ids",
+      [](Scenario & s) -> auto& { return s.workload.wide_namespace_ids; },
+      "Namespaces other than 0 get 63-bit ids (a fixed hash of 1, 2, ...) instead of "
+      "1, 2, ...: a tenant's id (SGLang's extra_key) is any value, and storage keys and "
+      "namespace seeds must use all of its bits."));
 
   // --- scheduler ---
   add(section("", "scheduler", "The SGLang scheduler model."));

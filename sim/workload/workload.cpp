@@ -60,7 +60,8 @@ class Generator final : public ArrivalSource {
       kind = k == 4 ? WorkloadKind::kFork : static_cast<WorkloadKind>(1 + k);
     }
     fill(kind, a);
-    remember(a);
+    remember(a);  // a fork's source keeps the namespace's index
+    if (w_.wide_namespace_ids && a.ns != 0) a.ns = wide_namespace_id(a.ns);
     return true;
   }
 
@@ -81,6 +82,16 @@ class Generator final : public ArrivalSource {
     PromptRecipe recipe;
   };
 
+  // Namespace index i > 0 as a 63-bit id (splitmix64's finalizer: a bijection, so distinct
+  // indices stay distinct; the top bit cleared, as traces hold ids up to INT64_MAX).
+  static Namespace wide_namespace_id(Namespace i) {
+    uint64_t z = i + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const Namespace id = z & 0x7FFFFFFFFFFFFFFFull;
+    return id == 0 ? i : id;
+  }
   int64_t fresh() { return rng_.between(w_.prompt_min, w_.prompt_max); }
   PromptSegment tokens(int64_t n, std::vector<Token>& out) {
     return random_tokens(rng_, n, w_.vocab, out);
