@@ -1,6 +1,7 @@
 // RadixTree: prefix matching (the walk down, which splits where a match ends inside a node
 // and refreshes access times, and the result read off the matched path).
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -8,6 +9,26 @@
 #include "core/tree/radix_tree_walk.h"
 
 namespace kvsim {
+namespace {
+
+// [tree.access_order] A match uses every node it walks: their access stamps come after the
+// clock the walk started from and grow root→leaf, so LRU (and LFU's tie-break, and the side
+// components' eviction) sees the path as the most recently used. "" when they do.
+std::string check_walk_recency(const std::vector<TreeNode*>& path, uint64_t clock_before) {
+  uint64_t prev = clock_before;
+  for (const TreeNode* n : path) {
+    if (n->last_access <= prev) {
+      return "tree.access_order: node " + std::to_string(n->id) +
+             " walked by a match carries "
+             "access stamp " +
+             std::to_string(n->last_access) + ", not after " + std::to_string(prev);
+    }
+    prev = n->last_access;
+  }
+  return "";
+}
+
+}  // namespace
 
 MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens) {
   walk_match(ns, tokens);
@@ -25,6 +46,7 @@ void RadixTree::walk_match(Namespace ns, std::span<const T> tokens) {
   std::span<const T> rest = tokens.first(tokens.size() / page * page);
   std::vector<TreeNode*>& path = match_path_;
   path.clear();
+  const uint64_t clock_before = clock_;
   TreeNode* node = root_.get();
   while (!rest.empty()) {
     // After a partial match the walk ends by itself: the split node's only child starts
@@ -37,6 +59,7 @@ void RadixTree::walk_match(Namespace ns, std::span<const T> tokens) {
     rest = rest.subspan(n);
     node = child;
   }
+  KV_VERIFY(check_walk_recency(path, clock_before).empty(), check_walk_recency(path, clock_before));
 }
 
 MatchResult RadixTree::result_of_match_path() {
