@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <vector>
 
 #include "core/cache/hi_cache.h"
@@ -256,13 +257,13 @@ std::string node_fields_problem(const RadixTree& a, const RadixTree& b) {
 
 std::string new_tree_problem(const RadixTree& t) {
   const RadixTree fresh(t.options());
-  if (walked_nodes(t) != 1 || t.node_count() != 1) {
+  if (walked_nodes(t) != 1 || t.node_count() != 1 || t.find(0) != t.root()) {
     return "a walk visits " + std::to_string(walked_nodes(t)) + " node(s) and the index holds " +
-           std::to_string(t.node_count()) + ", not the root alone";
+           std::to_string(t.node_count()) + ", not the root alone under id 0";
   }
   if (t.evictable_size() != 0 || t.protected_size() != 0 || t.host_size() != 0 ||
-      t.device_leaf_count() != 0 || t.host_leaf_count() != 0 ||
-      t.next_device_victim() != nullptr || t.next_host_victim() != nullptr) {
+      t.device_leaf_count() != 0 || t.host_leaf_count() != 0 || t.next_device_victim() != nullptr ||
+      t.next_host_victim() != nullptr) {
     return "sizes, leaf sets or victims left over";
   }
   const TreeSnapshot s = t.snapshot();
@@ -275,7 +276,67 @@ std::string new_tree_problem(const RadixTree& t) {
   return "";
 }
 
+// A snapshot refused at the sanity stage, after linking filed its leaves: `dead` of its unlocked
+// leaves lose both copies (tree.dead_node each). The refusal names the first violation and counts
+// the rest; the tree is then new again and takes the original snapshot.
+std::string sanity_refused_problem(const RadixTreeOptions& options, const TreeSnapshot& s,
+                                   size_t dead) {
+  std::set<NodeId> parents;
+  for (const NodeSnapshot& n : s.nodes)
+    parents.insert(n.parent);
+  TreeSnapshot bad = s;
+  size_t killed = 0;
+  for (NodeSnapshot& n : bad.nodes) {
+    if (killed == dead) break;
+    if (parents.count(n.id) != 0 || n.lock_ref != 0 || n.host_lock_ref != 0 ||
+        n.write_through_pending || !n.aux_data.empty()) {
+      continue;
+    }
+    n.value.reset();
+    n.host_value.reset();
+    n.hash_value.clear();
+    ++killed;
+  }
+  if (killed < dead) return "";  // not enough plain leaves in this tree
+  RadixTree t(options);
+  try {
+    t.restore(bad);
+    return "refused restore: a snapshot with " + std::to_string(dead) +
+           " leaf(s) without a copy was accepted";
+  } catch (const SnapshotError& e) {
+    const std::string what = e.what();
+    const std::string more = " (and " + std::to_string(dead - 1) + " more)";
+    const bool counted =
+        dead == 1 ? what.find(" more)") == std::string::npos : what.find(more) != std::string::npos;
+    if (what.find("sanity_check after restore: tree.dead_node") == std::string::npos || !counted) {
+      return "refused restore of " + std::to_string(dead) +
+             " leaf(s) without a copy: the refusal says \"" + what + "\"";
+    }
+  } catch (const AssertionFailure& e) {
+    return std::string("refused restore (sanity stage): a core assertion: ") + e.what();
+  }
+  if (std::string p = new_tree_problem(t); !p.empty()) {
+    return "after a restore refused at the sanity stage the tree is not new: " + p;
+  }
+  try {
+    t.restore(s);
+  } catch (const SnapshotError& e) {
+    return std::string(
+               "after a restore refused at the sanity stage, the tree's own snapshot "
+               "was refused: ") +
+           e.what();
+  } catch (const AssertionFailure& e) {
+    return std::string("after a restore refused at the sanity stage, restore asserted: ") +
+           e.what();
+  }
+  if (!(t.snapshot() == s)) return "after a restore refused at the sanity stage, the tree differs";
+  return "";
+}
+
 std::string refused_restore_problem(const RadixTreeOptions& options, const TreeSnapshot& s) {
+  for (const size_t dead : {size_t{1}, size_t{2}}) {
+    if (std::string p = sanity_refused_problem(options, s, dead); !p.empty()) return p;
+  }
   const auto first = std::find_if(s.nodes.begin(), s.nodes.end(),
                                   [](const NodeSnapshot& n) { return n.parent == 0; });
   if (first == s.nodes.end()) return "";
@@ -306,8 +367,7 @@ std::string refused_restore_problem(const RadixTreeOptions& options, const TreeS
   try {
     t.restore(s);
   } catch (const SnapshotError& e) {
-    return std::string("after a refused restore, the tree's own snapshot was refused: ") +
-           e.what();
+    return std::string("after a refused restore, the tree's own snapshot was refused: ") + e.what();
   } catch (const AssertionFailure& e) {
     return std::string("after a refused restore, restore asserted: ") + e.what();
   }
@@ -337,8 +397,10 @@ std::string wide_helpers_problem(std::span<const Token> key, std::span<const int
   const size_t want = equal / kChunk * kChunk;
   const size_t got = chunks(key.data(), ids.data(), limit);
   if (got != want) {
-    return "equal_wide_chunks counts " + std::to_string(got) + " equal leading ids in whole "
-           "chunks of 64 (of " + std::to_string(limit) + "), the first " + std::to_string(equal) +
+    return "equal_wide_chunks counts " + std::to_string(got) +
+           " equal leading ids in whole "
+           "chunks of 64 (of " +
+           std::to_string(limit) + "), the first " + std::to_string(equal) +
            " agree: " + std::to_string(want);
   }
   return "";
