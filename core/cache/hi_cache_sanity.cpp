@@ -177,27 +177,19 @@ void HiCache::sanity_check_parts(SanityReport& report,
                    " cache: " + std::to_string(stats_.evict_write_tokens) +
                    " token(s) of device victims written to host at eviction");
   }
-  if (stats_.prefetch_rate_divergences > 0) {
-    report.add("prefetch.rate_limit", std::to_string(stats_.prefetch_rate_divergences) +
-                                          " prefetch admission(s) decided against the rate "
-                                          "limit's reference");
-  }
-  if (stats_.needless_evictions > 0) {
-    report.add("evict.needless", std::to_string(stats_.needless_evictions) +
-                                     " eviction(s) freed slots for an allocation its pool "
-                                     "already had room for");
-  }
-  if (stats_.prefetch_deadline_divergences > 0) {
-    report.add("prefetch.deadline", std::to_string(stats_.prefetch_deadline_divergences) +
-                                        " progress check(s) used a prefetch deadline other "
-                                        "than the reference's");
-  }
-  if (stats_.prefetch_query_divergences > 0) {
-    report.add("prefetch.query_threshold",
-               std::to_string(stats_.prefetch_query_divergences) +
-                   " storage quer(ies) kept or revoked a prefetch against the reference's "
-                   "threshold decision");
-  }
+  // Counters of decisions a reference or a rule disagreed with: always 0 on a correct core.
+  auto counted = [&](const char* invariant, int64_t n, const std::string& what) {
+    if (n > 0) report.add(invariant, std::to_string(n) + what);
+  };
+  counted("prefetch.rate_limit", stats_.prefetch_rate_divergences,
+          " prefetch admission(s) decided against the rate limit's reference");
+  counted("evict.needless", stats_.needless_evictions,
+          " eviction(s) freed slots for an allocation its pool already had room for");
+  counted("prefetch.deadline", stats_.prefetch_deadline_divergences,
+          " progress check(s) used a prefetch deadline other than the reference's");
+  counted("prefetch.query_threshold", stats_.prefetch_query_divergences,
+          " storage quer(ies) kept or revoked a prefetch against the reference's threshold "
+          "decision");
   {
     int64_t waiting = 0;
     for (const auto& [rid, tokens] : prefetch_loaded_)
@@ -210,11 +202,8 @@ void HiCache::sanity_check_parts(SanityReport& report,
                      " inserted by finished prefetches");
     }
   }
-  if (stats_.under_evicted_allocations > 0) {
-    report.add("evict.under_eviction",
-               std::to_string(stats_.under_evicted_allocations) +
-                   " allocation(s) failed while the eviction before them had victims left");
-  }
+  counted("evict.under_eviction", stats_.under_evicted_allocations,
+          " allocation(s) failed while the eviction before them had victims left");
   for (const BackendViolation& v : backend_.violations()) {
     report.add(v.kind == "unordered_read" ? "stream_ordering" : "stream_lifetime",
                v.kind + ": " + v.detail);

@@ -276,11 +276,27 @@ std::string new_tree_problem(const RadixTree& t) {
   return "";
 }
 
+// "" when `t`, after refusing a restore, is a new tree again and takes `s` (the snapshot it came
+// from) as any new tree would; `after` starts each complaint.
+static std::string reuse_after_refusal_problem(RadixTree& t, const TreeSnapshot& s,
+                                               const std::string& after) {
+  if (std::string p = new_tree_problem(t); !p.empty()) return after + " the tree is not new: " + p;
+  try {
+    t.restore(s);
+  } catch (const SnapshotError& e) {
+    return after + ", the tree's own snapshot was refused: " + e.what();
+  } catch (const AssertionFailure& e) {
+    return after + ", restore asserted: " + e.what();
+  }
+  if (!(t.snapshot() == s)) return after + ", the restored tree differs";
+  return "";
+}
+
 // A snapshot refused at the sanity stage, after linking filed its leaves: `dead` of its unlocked
 // leaves lose both copies (tree.dead_node each). The refusal names the first violation and counts
 // the rest; the tree is then new again and takes the original snapshot.
-std::string sanity_refused_problem(const RadixTreeOptions& options, const TreeSnapshot& s,
-                                   size_t dead) {
+static std::string sanity_refused_problem(const RadixTreeOptions& options, const TreeSnapshot& s,
+                                          size_t dead) {
   std::set<NodeId> parents;
   for (const NodeSnapshot& n : s.nodes)
     parents.insert(n.parent);
@@ -315,22 +331,7 @@ std::string sanity_refused_problem(const RadixTreeOptions& options, const TreeSn
   } catch (const AssertionFailure& e) {
     return std::string("refused restore (sanity stage): a core assertion: ") + e.what();
   }
-  if (std::string p = new_tree_problem(t); !p.empty()) {
-    return "after a restore refused at the sanity stage the tree is not new: " + p;
-  }
-  try {
-    t.restore(s);
-  } catch (const SnapshotError& e) {
-    return std::string(
-               "after a restore refused at the sanity stage, the tree's own snapshot "
-               "was refused: ") +
-           e.what();
-  } catch (const AssertionFailure& e) {
-    return std::string("after a restore refused at the sanity stage, restore asserted: ") +
-           e.what();
-  }
-  if (!(t.snapshot() == s)) return "after a restore refused at the sanity stage, the tree differs";
-  return "";
+  return reuse_after_refusal_problem(t, s, "after a restore refused at the sanity stage");
 }
 
 std::string refused_restore_problem(const RadixTreeOptions& options, const TreeSnapshot& s) {
@@ -361,18 +362,7 @@ std::string refused_restore_problem(const RadixTreeOptions& options, const TreeS
   } catch (const AssertionFailure& e) {
     return std::string("refused restore: a core assertion: ") + e.what();
   }
-  if (std::string p = new_tree_problem(t); !p.empty()) {
-    return "after a refused restore the tree is not new: " + p;
-  }
-  try {
-    t.restore(s);
-  } catch (const SnapshotError& e) {
-    return std::string("after a refused restore, the tree's own snapshot was refused: ") + e.what();
-  } catch (const AssertionFailure& e) {
-    return std::string("after a refused restore, restore asserted: ") + e.what();
-  }
-  if (!(t.snapshot() == s)) return "after a refused restore, the restored tree differs";
-  return "";
+  return reuse_after_refusal_problem(t, s, "after a refused restore");
 }
 
 std::string wide_helpers_problem(std::span<const Token> key, std::span<const int64_t> ids,

@@ -8,6 +8,7 @@
 #include "tests/support/cache_fixture.h"
 #include "tests/support/hi_cache_test_peer.h"
 #include "tests/support/hybrid_fixture.h"
+#include "tests/support/storage_fixture.h"
 
 namespace kvsim {
 
@@ -112,10 +113,6 @@ TEST_F(HybridConservationTest, AbortThatSkipsTheReleaseLeaksSidePoolsAndIsReport
   cache_->free_mamba_state(*mamba);
 }
 
-struct StorageHolder {
-  MemoryStorage storage_;
-};
-
 HiCacheOptions rate_options() {
   HiCacheOptions o = CacheFixture::default_options();
   o.host_tokens = 128;
@@ -124,7 +121,7 @@ HiCacheOptions rate_options() {
   return o;
 }
 
-class RateLimitReferenceTest : public StorageHolder, public CacheFixture {
+class RateLimitReferenceTest : public MemoryStorageHolder, public CacheFixture {
  protected:
   RateLimitReferenceTest() : CacheFixture(rate_options(), &storage_) {}
 };

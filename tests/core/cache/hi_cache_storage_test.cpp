@@ -4,11 +4,14 @@
 #include "core/tiers/memory_storage.h"
 #include "core/tiers/page_hash.h"
 #include "tests/support/cache_fixture.h"
+#include "tests/support/storage_fixture.h"
 
 namespace kvsim {
 namespace {
 
 using testing::CacheFixture;
+using testing::MemoryStorageHolder;
+using testing::populate_storage;
 using testing::tokens_from;
 
 HiCacheOptions storage_options(int64_t host_tokens = 128) {
@@ -21,22 +24,8 @@ HiCacheOptions storage_options(int64_t host_tokens = 128) {
 
 // Fills `storage` with the pages of `tokens` by running them through a separate cache.
 void populate(MemoryStorage& storage, Namespace ns, const std::vector<Token>& tokens) {
-  struct Writer : CacheFixture {
-    explicit Writer(StorageBackend* s) : CacheFixture(storage_options(), s) {}
-    void TestBody() override {}
-  } writer(&storage);
-  writer.run_request(ns, tokens);
-  writer.cache_->flush();
-  while (writer.cache_->storage_backup_step()) {
-  }
-  writer.cache_->check_hicache_events();
-  writer.expect_sane();
+  populate_storage(storage, storage_options(), ns, tokens);
 }
-
-// Constructed before CacheFixture, so the cache can point at it (base-from-member).
-struct MemoryStorageHolder {
-  MemoryStorage storage_;
-};
 
 class StorageCacheTest : public MemoryStorageHolder, public CacheFixture {
  protected:

@@ -8,6 +8,7 @@
 #include "core/tiers/memory_storage.h"
 #include "tests/support/cache_fixture.h"
 #include "tests/support/hi_cache_test_peer.h"
+#include "tests/support/storage_fixture.h"
 
 namespace kvsim {
 
@@ -32,25 +33,13 @@ HiCacheOptions reference_options(int64_t threshold) {
   return o;
 }
 
-struct StorageHolder {
-  MemoryStorage storage_;
-};
-
 // A cache whose storage holds the pages of `stored` (written through a first cache).
-class PrefetchReferenceTest : public StorageHolder, public CacheFixture {
+class PrefetchReferenceTest : public MemoryStorageHolder, public CacheFixture {
  protected:
   explicit PrefetchReferenceTest(int64_t threshold = 8)
       : CacheFixture(reference_options(threshold), &storage_) {}
   void store(const std::vector<Token>& tokens) {
-    struct Writer : CacheFixture {
-      explicit Writer(StorageBackend* s) : CacheFixture(reference_options(0), s) {}
-      void TestBody() override {}
-    } writer(&storage_);
-    writer.run_request(0, tokens);
-    writer.cache_->flush();
-    while (writer.cache_->storage_backup_step()) {
-    }
-    writer.cache_->check_hicache_events();
+    populate_storage(storage_, reference_options(0), 0, tokens);
   }
 };
 
