@@ -219,6 +219,16 @@ void HiCache::drain_prefetch_hits() {
       op.state = PrefetchOp::State::kRevoked;
       continue;
     }
+    // A transfer carries at least one page, is worth a prefetch and has a host slot per token:
+    // whatever the drain shrank it to, it would otherwise have been revoked.
+    KV_ASSERT(op.hit_tokens > 0 && op.hit_tokens % page == 0 &&
+                  op.hit_tokens >= options_.prefetch_threshold_tokens &&
+                  static_cast<int64_t>(host->size()) == op.hit_tokens &&
+                  op.hashes.size() == static_cast<size_t>(op.hit_tokens / page),
+              "prefetch handed to transfer with " + std::to_string(op.hit_tokens) +
+                  " hit tokens, " + std::to_string(host->size()) + " host slots and " +
+                  std::to_string(op.hashes.size()) + " page keys (page " + std::to_string(page) +
+                  ", threshold " + std::to_string(options_.prefetch_threshold_tokens) + ")");
     op.host_indices = std::move(host);
     op.state = PrefetchOp::State::kTransfer;
   }

@@ -33,7 +33,7 @@ void RadixTree::sanity_check(SanityReport& report) const {
 
 // [tree.cached_value] what a node caches, recomputed from its key and the tree: the hash of
 // its first page (its parent's index files it under that), its entry in the id index, and its
-// stamps (never ahead of the tree's clock and id counter).
+// stamps (never ahead of the tree's clock and id counter, never before its parent's creation).
 void RadixTree::check_cached_values(const TreeNode& n, SanityReport& report) const {
   const auto page = static_cast<size_t>(options_.page_size);
   if (!n.is_root() && n.key.size() >= page && n.first_page_hash &&
@@ -51,6 +51,15 @@ void RadixTree::check_cached_values(const TreeNode& n, SanityReport& report) con
                    std::to_string(next_id_) + ", creation " + std::to_string(n.creation) +
                    ", last access " + std::to_string(n.last_access) + ", clock " +
                    std::to_string(clock_) + ")",
+               n.id);
+  }
+  // Every node but the root is stamped when made (new_node), never before the node it hangs
+  // under: a child is made after its parent, and a split's front half keeps the stamp of the
+  // node it was cut from, whose back half then hangs under it.
+  if (!n.is_root() && (n.creation == 0 || n.creation < n.parent->creation)) {
+    report.add("tree.cached_value",
+               "creation stamp " + std::to_string(n.creation) + " before its parent's (" +
+                   std::to_string(n.parent->creation) + ") or never set",
                n.id);
   }
 }

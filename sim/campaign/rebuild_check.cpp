@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "core/cache/hi_cache.h"
@@ -255,6 +256,120 @@ std::string node_fields_problem(const RadixTree& a, const RadixTree& b) {
   return problem;
 }
 
+std::string snapshot_fields_problem(const RadixTree& tree, const TreeSnapshot& s) {
+  if (s.page_size != tree.page_size() || s.eviction_policy != tree.options().eviction_policy) {
+    return "snapshot: page size or eviction policy differs from the tree's options";
+  }
+  std::vector<ComponentType> components;
+  for (const auto& c : tree.components()) {
+    if (c->type() != ComponentType::kFull) components.push_back(c->type());
+  }
+  if (s.aux_components != components) return "snapshot: aux_components differ from the tree's";
+  if (s.nodes.size() + 1 != tree.node_count()) {
+    return "snapshot: " + std::to_string(s.nodes.size()) + " nodes for a tree of " +
+           std::to_string(tree.node_count() - 1) + " (root aside)";
+  }
+  auto stored = [](const std::optional<IndexVector>& v) -> std::optional<SnapshotValue> {
+    if (!v) return std::nullopt;
+    return SnapshotValue{v->stride(), {v->entries().begin(), v->entries().end()}};
+  };
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const NodeSnapshot& o = s.nodes[i];
+    const TreeNode* n = tree.find(o.id);
+    const std::string node = "snapshot of node " + std::to_string(o.id) + ": ";
+    if (n == nullptr || n == tree.root()) return node + "no such node in the tree";
+    if (i > 0 && s.nodes[i - 1].id >= o.id) return node + "not in increasing id order";
+    const ComponentData& d = n->full();
+    std::vector<ComponentType> with_data;
+    for (const auto& c : tree.components()) {
+      if (c->type() == ComponentType::kFull) continue;
+      const ComponentData& a = n->component(c->type());
+      if (a.value || a.host_value || a.lock_ref != 0 || a.host_lock_ref != 0) {
+        with_data.push_back(c->type());
+      }
+    }
+    std::sort(with_data.begin(), with_data.end());  // by type, whatever order they were added
+    const char* field = nullptr;
+    if (o.parent != n->parent->id) field = "parent";
+    else if (o.ns != n->ns) field = "ns";
+    else if (!std::equal(o.key.begin(), o.key.end(), n->key.begin(), n->key.end())) field = "key";
+    else if (o.value != stored(d.value)) field = "value";
+    else if (o.host_value != stored(d.host_value)) field = "host_value";
+    else if (o.lock_ref != d.lock_ref || o.host_lock_ref != d.host_lock_ref) field = "locks";
+    else if (o.last_access != n->last_access) field = "last_access";
+    else if (o.creation != n->creation) field = "creation";
+    else if (o.hit_count != n->hit_count) field = "hit_count";
+    else if (o.hash_value != n->hash_value) field = "hash_value";
+    else if (o.backup_tried != n->backup_tried) field = "backup_tried";
+    else if (o.write_through_pending != n->write_through_pending) field = "write_through_pending";
+    else if (o.aux_data != with_data) field = "aux_data";
+    if (field != nullptr) return node + field + " differs from the node's own";
+  }
+  return "";
+}
+
+std::string host_insert_problem(RadixTree& t) {
+  const auto page = static_cast<size_t>(t.page_size());
+  Namespace ns = 0;  // one past every namespace in use: the drill's keys meet no node
+  t.for_each_node([&](const TreeNode& n) { ns = std::max(ns, n.ns); });
+  ++ns;
+  std::vector<Token> tokens(3 * page);
+  std::vector<SlotIndex> slots(tokens.size());
+  std::vector<PageDigest> hashes(3);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<Token>(i + 1);
+    slots[i] = static_cast<SlotIndex>(1'000'000 + i);
+  }
+  for (size_t k = 0; k < hashes.size(); ++k)
+    hashes[k].fill(static_cast<uint8_t>(0xa0 + k));
+  const IndexVector host(Tier::kHost, slots);
+  const size_t leaves_before = t.host_leaf_count();
+  std::ostringstream out;
+  auto report = [&](const char* call, const HostInsertResult& r, size_t present, size_t inserted,
+                    const TreeNode* leaf, size_t from, const std::vector<PageDigest>& digests) {
+    if (r.present_len != static_cast<int64_t>(present) ||
+        r.inserted_len != static_cast<int64_t>(inserted) || r.refused_len != 0) {
+      out << call << ": present " << r.present_len << ", inserted " << r.inserted_len
+          << ", refused " << r.refused_len << " (expected " << present << ", " << inserted
+          << ", 0)";
+    } else if (r.last_node != leaf || leaf == nullptr || !leaf->evicted() ||
+               leaf->full().host_value != host.slice(from, present + inserted)) {
+      out << call << ": the new leaf does not hold the given host slots, host-only";
+    } else if (leaf->hash_value != digests) {
+      out << call << ": the new leaf holds " << leaf->hash_value.size()
+          << " page keys, not the " << digests.size() << " given for its pages";
+    }
+    return out.str();
+  };
+  // Two pages and all but one token of a third (no partial page when a page is one token),
+  // with no page keys (the keys are then computed on demand).
+  const std::span<const Token> two(tokens.data(), 3 * page - 1);
+  const HostInsertResult a = t.insert_host(ns, *t.root(), two, host, {});
+  if (std::string p = report("insert_host without page keys", a, 0, 2 * page, a.last_node, 0, {});
+      !p.empty()) {
+    return p;
+  }
+  // The same two pages and one more, with a key per page: only the new page's key is taken.
+  const TreeNode* first = a.last_node;
+  const std::span<const Token> three(tokens.data(), 3 * page);
+  const HostInsertResult b = t.insert_host(ns, *t.root(), three, host, hashes);
+  const TreeNode* leaf = b.last_node != nullptr && b.last_node->parent == first ? b.last_node
+                                                                                : nullptr;
+  if (std::string p = report("insert_host with page keys", b, 2 * page, page, leaf, 2 * page,
+                             {hashes[2]});
+      !p.empty()) {
+    return p;
+  }
+  if (t.host_leaf_count() != leaves_before + 1) {
+    return "insert_host: " + std::to_string(t.host_leaf_count() - leaves_before) +
+           " new host leaves for one new host-only chain";
+  }
+  SanityReport sanity;
+  t.sanity_check(sanity);
+  if (!sanity.ok()) return "insert_host left the tree insane: " + sanity.summary();
+  return "";
+}
+
 std::string new_tree_problem(const RadixTree& t) {
   const RadixTree fresh(t.options());
   if (walked_nodes(t) != 1 || t.node_count() != 1 || t.find(0) != t.root()) {
@@ -398,6 +513,9 @@ std::string wide_helpers_problem(std::span<const Token> key, std::span<const int
 
 std::string rebuild_problem(const RadixTree& tree) {
   const TreeSnapshot s = tree.snapshot();
+  // Read against the nodes first: a hybrid tree's snapshot is never restored, so this is the
+  // only check its fields (aux_data above all) get.
+  if (std::string p = snapshot_fields_problem(tree, s); !p.empty()) return p;
   RadixTree rebuilt(tree.options());
   ScopedThrowingAsserts throwing;
   if (!s.aux_components.empty()) {
@@ -483,6 +601,13 @@ std::string rebuild_problem(const RadixTree& tree) {
              std::to_string(want.last_device) + ", " + std::to_string(want.best) + ", " +
              std::to_string(want.device_hit) + ", " + std::to_string(want.host_hit);
     }
+  }
+  try {
+    // The host-only inserts a storage prefetch makes, with and without page keys, on the
+    // rebuilt tree (the original is only read).
+    if (std::string p = host_insert_problem(rebuilt); !p.empty()) return p;
+  } catch (const AssertionFailure& e) {
+    return std::string("insert_host: a core assertion: ") + e.what();
   }
   try {
     if (std::string p = wide_problem(tree, s, leaves); !p.empty()) return p;

@@ -13,7 +13,8 @@
 // which only a bad recorded snapshot drives) must leave the tree new, able to restore again;
 // so must one refused by the sanity check after linking filed the leaves (one, then two, leaves
 // without a copy: the refusal must count its violations exactly).
-// A tree with auxiliary components must be refused by name (SnapshotError).
+// A tree with auxiliary components must be refused by name (SnapshotError); its snapshot is
+// read against its nodes instead (snapshot_fields_problem).
 // The original tree is only read, so the unit's ops and event hash are unchanged.
 #pragma once
 
@@ -61,6 +62,10 @@ std::string rebuild_problem(const RadixTree& tree);
 // nodes themselves rather than through snapshot() (a field snapshot() drops would otherwise
 // drop out of both sides of the comparison), and the two trees have as many nodes.
 std::string node_fields_problem(const RadixTree& a, const RadixTree& b);
+// "" when `s` (`tree`'s snapshot) holds each node's fields as the node itself holds them, read
+// off the nodes (and aux_data recomputed from the auxiliary components' data): the only check
+// a hybrid tree's snapshot gets, since restore refuses it.
+std::string snapshot_fields_problem(const RadixTree& tree, const TreeSnapshot& s);
 // "" when `t` is indistinguishable from a new tree with its options: what a refused restore
 // must leave (discard_restored), so that the same tree can restore again.
 std::string new_tree_problem(const RadixTree& t);

@@ -71,9 +71,11 @@ void draw_storage(Rng& rng, size_t level, Scenario& s) {
     // somewhat larger).
     const int64_t page_bytes = c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
     s.store.capacity_bytes = rng.between(4, level == 2 ? 64 : 256) * page_bytes;
-    // Now and then a budget below one page (a valid setting): every write is refused.
-    if (rng_stream(s.seed, "swarm.tiny_store").chance(0.05))
-      s.store.capacity_bytes = page_bytes / 2;
+    // Now and then a budget at the edge of one page (valid settings): below a page every write
+    // is refused; at one or two pages of KV the store holds at most a page or two and evicts
+    // at nearly every write.
+    if (Rng tiny = rng_stream(s.seed, "swarm.tiny_store"); tiny.chance(0.15))
+      s.store.capacity_bytes = pick<int64_t>(tiny, {page_bytes / 2, page_bytes, 2 * page_bytes});
   }
   if (level == 3) s.store.backend = StorageKind::kFile;
   if (rng.chance(0.5)) return;  // SGLang's defaults otherwise

@@ -6,6 +6,7 @@
 #include "core/backend/cpu_backend.h"
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "core/tree/eviction_policy.h"
 
 namespace kvsim::sim {
 namespace {
@@ -118,6 +119,23 @@ Built build(const HiCacheOptions& o, bool check_calls = false) {
   return b;
 }
 
+std::optional<std::string> check_all_policy_names() {
+  if (auto p = policy_names_problem("eviction_policy", {EvictionPolicy::kLru, EvictionPolicy::kLfu},
+                                  &parse_eviction_policy)) {
+    return p;
+  }
+  if (auto p = policy_names_problem("write_policy",
+                                  {WritePolicy::kWriteThrough, WritePolicy::kWriteThroughSelective,
+                                   WritePolicy::kWriteBack},
+                                  &parse_write_policy)) {
+    return p;
+  }
+  return policy_names_problem("prefetch_stop_policy",
+                            {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
+                             PrefetchStopPolicy::kTimeout},
+                            &parse_prefetch_stop_policy);
+}
+
 std::string sizes(const HiCacheOptions& o) {
   std::string s = "page_size " + std::to_string(o.page_size) + ", device_tokens " +
                   std::to_string(o.device_tokens) + ", host_tokens " +
@@ -132,6 +150,7 @@ std::string sizes(const HiCacheOptions& o) {
 }  // namespace
 
 std::optional<std::string> check_option_contract(const HiCacheOptions& options) {
+  if (std::optional<std::string> names = check_all_policy_names()) return names;
   // Small pools keep the check cheap; only the shape of `options` matters to the rules.
   const int64_t page = options.page_size;
   HiCacheOptions base = options;

@@ -3,6 +3,7 @@
 // a hybrid tree is refused by name, and during a unit the check runs and finds nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -179,6 +180,32 @@ TEST(RebuildCheck, AHybridTreeIsRefusedByName) {
   RadixTree hybrid(RadixTreeOptions{.page_size = 2});
   hybrid.add_component(std::make_unique<SwaComponent>(4));
   EXPECT_EQ(rebuild_problem(hybrid), "");  // refused with field aux_components: as it should
+}
+
+// A hybrid tree's snapshot is never restored, so its fields are read against the nodes.
+// Planted: a snapshot that drops a node's SWA data, or reports a field another node holds.
+TEST(RebuildCheck, AHybridSnapshotIsReadAgainstItsNodes) {
+  RadixTree hybrid(RadixTreeOptions{.page_size = 2});
+  hybrid.add_component(std::make_unique<SwaComponent>(4));
+  const InsertResult r = hybrid.insert(
+      0, std::vector<Token>{1, 1, 2, 2}, device_slots(10, 4),
+      AuxInsertValues{.swa = IndexVector(Tier::kDevice, {50, 51, 52, 53}), .owned_from = 0});
+  ASSERT_EQ(r.swa_adopted.size(), 4u);
+  hybrid.insert(0, std::vector<Token>{1, 1, 3, 3}, device_slots(20, 4));  // split, no SWA
+  TreeSnapshot s = hybrid.snapshot();
+  EXPECT_EQ(snapshot_fields_problem(hybrid, s), "");
+  auto with_swa = std::find_if(s.nodes.begin(), s.nodes.end(),
+                               [](const NodeSnapshot& n) { return !n.aux_data.empty(); });
+  ASSERT_NE(with_swa, s.nodes.end());
+  with_swa->aux_data.clear();  // a snapshot that forgot the aux loop
+  EXPECT_NE(snapshot_fields_problem(hybrid, s).find("aux_data"), std::string::npos);
+  s = hybrid.snapshot();
+  s.nodes.back().creation = 0;
+  EXPECT_NE(snapshot_fields_problem(hybrid, s).find("creation"), std::string::npos);
+  s = hybrid.snapshot();
+  s.nodes.pop_back();
+  EXPECT_NE(snapshot_fields_problem(hybrid, s).find("nodes for a tree of"), std::string::npos);
+  EXPECT_EQ(rebuild_problem(hybrid), "");
 }
 
 TEST(RebuildCheck, RunsDuringAUnitAndFindsNothing) {

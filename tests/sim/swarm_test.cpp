@@ -638,6 +638,39 @@ TEST(OptionContract, EverySwarmShapeKeepsTheApiEdgeContract) {
   }
 }
 
+// The policy names a caller passes: each parses to its own policy, near misses are refused.
+bool lru_refused(std::string_view text, EvictionPolicy* out) {
+  if (text == "lru") *out = EvictionPolicy::kLru;
+  return text == "lfu" && (*out = EvictionPolicy::kLfu, true);
+}
+bool everything_else_is_lfu(std::string_view text, EvictionPolicy* out) {
+  *out = text == "lru" ? EvictionPolicy::kLru : EvictionPolicy::kLfu;
+  return true;
+}
+bool prefix_match(std::string_view text, EvictionPolicy* out) {
+  if (text.empty() || !std::string_view("lfu").starts_with(text)) {
+    return parse_eviction_policy(text, out);
+  }
+  *out = EvictionPolicy::kLfu;
+  return true;
+}
+
+TEST(OptionContract, PolicyNamesParseToThemselvesAndNothingElseParses) {
+  using E = EvictionPolicy;
+  EXPECT_FALSE(policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &parse_eviction_policy));
+  const auto lru = policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &lru_refused);
+  ASSERT_TRUE(lru);
+  EXPECT_EQ(*lru, "eviction_policy name \"lru\" was refused");
+  const auto any = policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &everything_else_is_lfu);
+  ASSERT_TRUE(any);
+  EXPECT_NE(any->find("was accepted"), std::string::npos) << *any;
+  const auto cut = policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &prefix_match);
+  ASSERT_TRUE(cut);
+  EXPECT_NE(cut->find("\"lf\" was accepted"), std::string::npos) << *cut;
+  // The whole contract holds the same for the shipped parsers.
+  EXPECT_FALSE(check_option_contract(default_scenario().cache));
+}
+
 // Every run checks at its first op that its trace header reads back as the same scenario.
 TEST(HeaderRoundTrip, SwarmDrawsReadBackAndAnUnparsableHeaderIsNamed) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {

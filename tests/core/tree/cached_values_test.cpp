@@ -67,6 +67,24 @@ TEST_F(CachedValuesTest, StampAheadOfTheClockIsReported) {
   tree_.unlock(lock);
 }
 
+TEST_F(CachedValuesTest, SplitFrontHalfWithoutTheCreationStampIsReported) {
+  TreeNode* leaf = tree_.insert(0, seq(1, 16), dev(100, 16)).last_node;
+  tree_.match_prefix(0, seq(1, 8));  // split: the front half takes the leaf's stamp
+  TreeNode* front = leaf->parent;
+  ASSERT_FALSE(front->is_root());
+  EXPECT_EQ(front->creation, leaf->creation);
+  EXPECT_FALSE(reports("tree.cached_value"));
+  const LockRecord lock = tree_.lock(*leaf);
+  const uint64_t saved = front->creation;
+  front->creation = 0;  // a split that forgot to copy the stamp
+  EXPECT_TRUE(reports("tree.cached_value"));
+  front->creation = leaf->creation + 1;  // made after the node that hangs under it
+  EXPECT_TRUE(reports("tree.cached_value"));
+  front->creation = saved;
+  EXPECT_FALSE(reports("tree.cached_value"));
+  tree_.unlock(lock);
+}
+
 TEST_F(CachedValuesTest, NodeIdThatTheIndexDoesNotLeadToIsReported) {
   TreeNode* leaf = tree_.insert(0, seq(1, 8), dev(100, 8)).last_node;
   const LockRecord lock = tree_.lock(*leaf);
