@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "core/cache/hi_cache.h"
@@ -289,21 +290,24 @@ std::string snapshot_fields_problem(const RadixTree& tree, const TreeSnapshot& s
       }
     }
     std::sort(with_data.begin(), with_data.end());  // by type, whatever order they were added
-    const char* field = nullptr;
-    if (o.parent != n->parent->id) field = "parent";
-    else if (o.ns != n->ns) field = "ns";
-    else if (!std::equal(o.key.begin(), o.key.end(), n->key.begin(), n->key.end())) field = "key";
-    else if (o.value != stored(d.value)) field = "value";
-    else if (o.host_value != stored(d.host_value)) field = "host_value";
-    else if (o.lock_ref != d.lock_ref || o.host_lock_ref != d.host_lock_ref) field = "locks";
-    else if (o.last_access != n->last_access) field = "last_access";
-    else if (o.creation != n->creation) field = "creation";
-    else if (o.hit_count != n->hit_count) field = "hit_count";
-    else if (o.hash_value != n->hash_value) field = "hash_value";
-    else if (o.backup_tried != n->backup_tried) field = "backup_tried";
-    else if (o.write_through_pending != n->write_through_pending) field = "write_through_pending";
-    else if (o.aux_data != with_data) field = "aux_data";
-    if (field != nullptr) return node + field + " differs from the node's own";
+    const std::pair<bool, const char*> fields[] = {
+        {o.parent != n->parent->id, "parent"},
+        {o.ns != n->ns, "ns"},
+        {!std::equal(o.key.begin(), o.key.end(), n->key.begin(), n->key.end()), "key"},
+        {o.value != stored(d.value), "value"},
+        {o.host_value != stored(d.host_value), "host_value"},
+        {o.lock_ref != d.lock_ref || o.host_lock_ref != d.host_lock_ref, "locks"},
+        {o.last_access != n->last_access, "last_access"},
+        {o.creation != n->creation, "creation"},
+        {o.hit_count != n->hit_count, "hit_count"},
+        {o.hash_value != n->hash_value, "hash_value"},
+        {o.backup_tried != n->backup_tried, "backup_tried"},
+        {o.write_through_pending != n->write_through_pending, "write_through_pending"},
+        {o.aux_data != with_data, "aux_data"},
+    };
+    for (const auto& [differs, field] : fields) {
+      if (differs) return node + field + " differs from the node's own";
+    }
   }
   return "";
 }
@@ -336,8 +340,8 @@ std::string host_insert_problem(RadixTree& t) {
                leaf->full().host_value != host.slice(from, present + inserted)) {
       out << call << ": the new leaf does not hold the given host slots, host-only";
     } else if (leaf->hash_value != digests) {
-      out << call << ": the new leaf holds " << leaf->hash_value.size()
-          << " page keys, not the " << digests.size() << " given for its pages";
+      out << call << ": the new leaf holds " << leaf->hash_value.size() << " page keys, not the "
+          << digests.size() << " given for its pages";
     }
     return out.str();
   };
@@ -353,10 +357,10 @@ std::string host_insert_problem(RadixTree& t) {
   const TreeNode* first = a.last_node;
   const std::span<const Token> three(tokens.data(), 3 * page);
   const HostInsertResult b = t.insert_host(ns, *t.root(), three, host, hashes);
-  const TreeNode* leaf = b.last_node != nullptr && b.last_node->parent == first ? b.last_node
-                                                                                : nullptr;
-  if (std::string p = report("insert_host with page keys", b, 2 * page, page, leaf, 2 * page,
-                             {hashes[2]});
+  const TreeNode* leaf =
+      b.last_node != nullptr && b.last_node->parent == first ? b.last_node : nullptr;
+  if (std::string p =
+          report("insert_host with page keys", b, 2 * page, page, leaf, 2 * page, {hashes[2]});
       !p.empty()) {
     return p;
   }

@@ -121,19 +121,19 @@ Built build(const HiCacheOptions& o, bool check_calls = false) {
 
 std::optional<std::string> check_all_policy_names() {
   if (auto p = policy_names_problem("eviction_policy", {EvictionPolicy::kLru, EvictionPolicy::kLfu},
-                                  &parse_eviction_policy)) {
+                                    &parse_eviction_policy)) {
     return p;
   }
   if (auto p = policy_names_problem("write_policy",
-                                  {WritePolicy::kWriteThrough, WritePolicy::kWriteThroughSelective,
-                                   WritePolicy::kWriteBack},
-                                  &parse_write_policy)) {
+                                    {WritePolicy::kWriteThrough,
+                                     WritePolicy::kWriteThroughSelective, WritePolicy::kWriteBack},
+                                    &parse_write_policy)) {
     return p;
   }
   return policy_names_problem("prefetch_stop_policy",
-                            {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
-                             PrefetchStopPolicy::kTimeout},
-                            &parse_prefetch_stop_policy);
+                              {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
+                               PrefetchStopPolicy::kTimeout},
+                              &parse_prefetch_stop_policy);
 }
 
 std::string sizes(const HiCacheOptions& o) {

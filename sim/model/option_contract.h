@@ -7,8 +7,8 @@
 // pages, as SGLang's allocator does; a page_size below 1, or a pool (device, host, and the SWA
 // pools when given) smaller than one page, is a std::invalid_argument from the constructor —
 // never an abort, never accepted. The policies' names (eviction, write, prefetch stop) parse to
-// the policy they name, and nothing else parses. alloc_device / alloc_swa of 0 tokens is an empty vector, of
-// a negative or non-page-multiple count nullopt with nothing allocated; freeing an empty
+// the policy they name, and nothing else parses. alloc_device / alloc_swa of 0 tokens is an empty
+// vector, of a negative or non-page-multiple count nullopt with nothing allocated; freeing an empty
 // vector does nothing.
 #pragma once
 
@@ -33,8 +33,9 @@ std::optional<std::string> check_option_contract(const HiCacheOptions& options);
 // they do; otherwise the first name that did not. Part of check_option_contract; `parse` is a
 // parameter so a test can plant a wrong one.
 template <typename Policy>
-std::optional<std::string> policy_names_problem(const char* field, std::initializer_list<Policy> all,
-                                              bool (*parse)(std::string_view, Policy*)) {
+std::optional<std::string> policy_names_problem(const char* field,
+                                                std::initializer_list<Policy> all,
+                                                bool (*parse)(std::string_view, Policy*)) {
   const std::vector<Policy> policies(all);
   for (size_t i = 0; i < policies.size(); ++i) {
     const std::string name(to_string(policies[i]));
@@ -47,8 +48,8 @@ std::optional<std::string> policy_names_problem(const char* field, std::initiali
     std::string upper = name;
     for (char& c : upper)
       c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-    for (const std::string& bad : {std::string(), upper, name.substr(0, name.size() - 1),
-                                   name + " ", std::string("?")}) {
+    for (const std::string& bad :
+         {std::string(), upper, name.substr(0, name.size() - 1), name + " ", std::string("?")}) {
       Policy kept = policies[(i + 1) % policies.size()];
       const Policy before = kept;
       if (parse(bad, &kept) || kept != before) {

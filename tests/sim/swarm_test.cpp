@@ -661,7 +661,8 @@ TEST(OptionContract, PolicyNamesParseToThemselvesAndNothingElseParses) {
   const auto lru = policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &lru_refused);
   ASSERT_TRUE(lru);
   EXPECT_EQ(*lru, "eviction_policy name \"lru\" was refused");
-  const auto any = policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &everything_else_is_lfu);
+  const auto any =
+      policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &everything_else_is_lfu);
   ASSERT_TRUE(any);
   EXPECT_NE(any->find("was accepted"), std::string::npos) << *any;
   const auto cut = policy_names_problem("eviction_policy", {E::kLru, E::kLfu}, &prefix_match);
