@@ -1,5 +1,6 @@
 // RadixTree: the full sanity check (shape, residency, accounting, leaf sets; aux components
 // and components add theirs), invariants listed in radix_tree.h.
+#include <array>
 #include <string>
 #include <unordered_map>
 
@@ -156,7 +157,33 @@ void RadixTree::check_shape(SanityReport& report) const {
   }
 }
 
+namespace {
+
+// [tree.victim_order] the policies written out plainly, apart from eviction_key and LeafOrder:
+// LRU evicts the least recently used (then the oldest id), LFU the least often hit (then LRU).
+// Host leaves and the side components' values are always LRU.
+bool evicted_before(EvictionPolicy policy, const TreeNode& a, const TreeNode& b) {
+  if (policy == EvictionPolicy::kLfu && a.hit_count != b.hit_count) {
+    return a.hit_count < b.hit_count;
+  }
+  if (a.last_access != b.last_access) return a.last_access < b.last_access;
+  return a.id < b.id;
+}
+
+void keep_first(EvictionPolicy policy, const TreeNode& n, const TreeNode*& first) {
+  if (first == nullptr || evicted_before(policy, n, *first)) first = &n;
+}
+
+std::string node_name(const TreeNode* n) {
+  return n == nullptr ? "none" : "node " + std::to_string(n->id);
+}
+
+}  // namespace
+
 void RadixTree::check_accounting(SanityReport& report) const {
+  const TreeNode* first_device = nullptr;  // the reference's next victims
+  const TreeNode* first_host = nullptr;
+  std::array<const TreeNode*, kComponentTypesMax> first_aux{};
   int64_t evictable = 0;
   int64_t locked = 0;
   size_t device_leaves = 0;
@@ -178,6 +205,12 @@ void RadixTree::check_accounting(SanityReport& report) const {
       report.add("tree.leaf_set", host_leaf ? "H-leaf missing" : "H-leaf extra", n.id);
     }
     if (device_leaf && host_leaf) report.add("tree.leaf_set", "node in both leaf sets", n.id);
+    if (device_leaf) keep_first(options_.eviction_policy, n, first_device);
+    if (host_leaf) keep_first(EvictionPolicy::kLru, n, first_host);
+    for (size_t t = 1; t < kComponentTypesMax && !n.is_root(); ++t) {
+      const ComponentData& d = n.component(t);
+      if (d.value && d.lock_ref == 0) keep_first(EvictionPolicy::kLru, n, first_aux[t]);
+    }
     // [tree.cached_value] the key a leaf is filed under is recomputed (a listed node is
     // "held" by its set whatever key it caches, so holds() alone misses a stale key).
     if (n.device_leaf_key && *n.device_leaf_key != eviction_key(options_.eviction_policy, n)) {
@@ -193,6 +226,20 @@ void RadixTree::check_accounting(SanityReport& report) const {
   for (const LeafOrder* order : {&device_leaves_, &host_leaves_}) {
     const std::string problem = order->check();
     if (!problem.empty()) report.add("tree.leaf_set", problem);
+  }
+  // [tree.victim_order] what eviction takes next is what the policy's reference takes.
+  auto victim = [&](const char* set, const TreeNode* got, const TreeNode* want) {
+    if (got != want) {
+      report.add("tree.victim_order", std::string(set) + " next victim is " + node_name(got) +
+                                          "; the policy's reference picks " + node_name(want));
+    }
+  };
+  victim("device leaf set's", next_device_victim(), first_device);
+  victim("host leaf set's", next_host_victim(), first_host);
+  for (const auto& c : components_) {
+    if (c->type() == ComponentType::kFull) continue;
+    const std::string set = std::string(to_string(c->type())) + " values'";
+    victim(set.c_str(), next_aux_victim(c->type()), first_aux[index_of(c->type())]);
   }
   if (evictable != evictable_size_) {
     report.add("tree.size_accounting", "evictable_size " + std::to_string(evictable_size_) +

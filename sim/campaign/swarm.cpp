@@ -5,6 +5,7 @@
 
 #include "sim/base/rng.h"
 #include "sim/campaign/covering_array.h"
+#include "sim/model/storage_tier.h"
 
 namespace kvsim::sim {
 namespace {
@@ -67,15 +68,14 @@ void draw_storage(Rng& rng, size_t level, Scenario& s) {
   s.storage = level != 0;
   if (level == 0) return;
   if (level >= 2) {
-    // Roughly 4 to 64 (memory) or 256 (file) pages of KV (aux bytes make a stored page
-    // somewhat larger).
-    const int64_t page_bytes = c.page_size * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;
-    s.store.capacity_bytes = rng.between(4, level == 2 ? 64 : 256) * page_bytes;
-    // Now and then a budget at the edge of one page (valid settings): below a page every write
-    // is refused; at one or two pages of KV the store holds at most a page or two and evicts
-    // at nearly every write.
+    // 8 to 128 (memory) or 512 (file) stored pages, in steps of two.
+    const auto payload = static_cast<int64_t>(page_payload_bytes(s));  // one stored page
+    s.store.capacity_bytes = rng.between(4, level == 2 ? 64 : 256) * 2 * payload;
+    // Now and then a budget at the edge of one stored page (valid settings): below it every
+    // write is refused; at one page, or one and a half, the store holds a single page and
+    // evicts at every write.
     if (Rng tiny = rng_stream(s.seed, "swarm.tiny_store"); tiny.chance(0.15))
-      s.store.capacity_bytes = pick<int64_t>(tiny, {page_bytes / 2, page_bytes, 2 * page_bytes});
+      s.store.capacity_bytes = pick<int64_t>(tiny, {payload / 2, payload, payload + payload / 2});
   }
   if (level == 3) s.store.backend = StorageKind::kFile;
   if (rng.chance(0.5)) return;  // SGLang's defaults otherwise

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/model/sglang_cache.h"
+#include "sim/model/storage_tier.h"
 
 namespace kvsim::sim {
 
@@ -140,11 +141,10 @@ void scale_pools(Scenario& s, double f) {
   if (c.swa_device_tokens > 0) c.swa_device_tokens = scaled(c.swa_device_tokens, f, largest, page);
   if (c.swa_host_tokens > 0) c.swa_host_tokens = scaled(c.swa_host_tokens, f, page, page);
   if (s.store.capacity_bytes > 0) {
-    const int64_t page_bytes =
-        page * c.layer_count * static_cast<int64_t>(c.item_bytes) * 2;  // one page of K and V
+    const auto payload = static_cast<int64_t>(page_payload_bytes(s));  // one stored page
     // Never below one page, unless the draw was (a budget below one page refuses every write).
     s.store.capacity_bytes = std::max<int64_t>(
-        std::min(page_bytes, s.store.capacity_bytes),
+        std::min(payload, s.store.capacity_bytes),
         static_cast<int64_t>(std::ceil(static_cast<double>(s.store.capacity_bytes) * f)));
   }
 }
