@@ -223,11 +223,14 @@ const CoveringArray& swarm_covering_array() {
     s.factors[kFactorWritePolicy] = {"write_policy", {"write_through", "selective", "write_back"}};
     s.factors[kFactorPressure] = {"pressure", {"starved", "roomy", "host_small"}};
     s.factors[kFactorEviction] = {"eviction", {"lru", "lfu"}};
+    s.factors[kFactorPrefetchThreshold] = {"prefetch_threshold",
+                                           {"zero", "within_page", "beyond_page"}};
     s.triples = {{kFactorStorage, kFactorNamespaces, kFactorComponents},
                  {kFactorStorage, kFactorComponents, kFactorFaults},
                  {kFactorStorage, kFactorNamespaces, kFactorTreeShape},
                  {kFactorStorage, kFactorFaults, kFactorTreeShape},
-                 {kFactorComponents, kFactorFaults, kFactorTreeShape}};
+                 {kFactorComponents, kFactorFaults, kFactorTreeShape},
+                 {kFactorStorage, kFactorPressure, kFactorPrefetchThreshold}};
     // A PD decode instance has no storage tier (validate() of scenario.cpp).
     for (size_t level = 1; level < 4; ++level)
       s.forbidden.push_back({{kFactorComponents, 4}, {kFactorStorage, level}});

@@ -73,13 +73,15 @@ enum SwarmFactor : size_t {
   kFactorWritePolicy,  // write_through, selective, write_back
   kFactorPressure,     // starved, roomy, host_small
   kFactorEviction,     // lru, lfu
+  kFactorPrefetchThreshold,  // zero, within_page, beyond_page
   kSwarmFactors
 };
 
 // The swarm's covering array: strength 2 over the factors above, plus the triples
 // storage x namespaces x components, storage x components x faults, storage x namespaces x
-// tree shape, storage x faults x tree shape and components x faults x tree shape; PD holds no
-// storage tier (forbidden). Built once.
+// tree shape, storage x faults x tree shape, components x faults x tree shape and storage x
+// pressure x prefetch threshold (a threshold at its edge, 0, meeting a host pool too small for
+// a prefetch's hits); PD holds no storage tier (forbidden). Built once.
 const CoveringArray& swarm_covering_array();
 
 // The swarm row of seed `seed`: row (seed mod rows()).

@@ -212,6 +212,16 @@ Scenario draw_scenario(uint64_t seed) {
   c.host_tokens =
       round_up(static_cast<int64_t>(static_cast<double>(c.device_tokens) * host_factor), page);
 
+  // The prefetch threshold (covering array factor prefetch_threshold): 0 (a valid edge: any hit
+  // of a page is worth a prefetch), within one page, or beyond it. Drawn for PD too, where no
+  // storage reads it, so every row's setting shows in its scenario.
+  const size_t threshold = row[kFactorPrefetchThreshold];
+  c.prefetch_threshold_tokens =
+      threshold == 0   ? pick<int64_t>(rng, {0, 0})
+      : threshold == 1 ? pick<int64_t>(rng, {1, page})
+                       : pick<int64_t>(rng, {std::max<int64_t>(16, 2 * page),
+                                             std::max<int64_t>(256, 4 * page)});
+
   // Components.
   if (o.mode == SchedulerMode::kPd) {
     if (rng.chance(0.6)) s.sparse_index_bytes_per_page = pick<int64_t>(rng, {8, 32, 64});
@@ -230,7 +240,6 @@ Scenario draw_scenario(uint64_t seed) {
       c.mamba_layer_count = static_cast<int32_t>(rng.between(1, 3));
       c.mamba_state_bytes = pick<size_t>(rng, {8, 32, 64});
     }
-    c.prefetch_threshold_tokens = pick<int64_t>(rng, {0, 1, page, 16, 256});
     c.prefetch_stop_policy =
         pick(rng, {PrefetchStopPolicy::kBestEffort, PrefetchStopPolicy::kWaitComplete,
                    PrefetchStopPolicy::kTimeout});

@@ -100,6 +100,11 @@ void BudgetOrderCheck::after_set(const PageDigest& key, uint64_t payload_bytes,
   if (plan_.refused && status == StorageStatus::kOk) {
     diverge("set(" + short_key(key) + ") of " + std::to_string(payload_bytes) +
             " bytes was accepted, but the page alone exceeds the budget");
+  } else if (!plan_.refused && status != StorageStatus::kOk && only_budget_refuses_) {
+    diverge("set(" + short_key(key) + ") of " + std::to_string(payload_bytes) + " bytes returned " +
+            std::string(to_string(status)) + ", but the page fits the budget (" +
+            std::to_string(reference_.bytes()) + " bytes held before, victims " +
+            std::to_string(plan_.victims.size()) + ")");
   } else if (evicted != plan_.victims.size()) {
     diverge("set(" + short_key(key) + ") evicted " + std::to_string(evicted) +
             " page(s); the least-recently-used reference evicts " +

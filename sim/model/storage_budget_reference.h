@@ -62,14 +62,20 @@ class StorageBudgetReference {
 // The comparison, call by call, of a store under a budget with the reference: fed the inner
 // store's calls and results, it checks after each set() that the store evicted exactly the
 // reference's victims (its eviction counter moved by their number, none of them is still
-// there) and stored the page unless the reference refuses it. Only meaningful on a store that
-// started empty (the reference knows every page). The first divergence is kept.
+// there) and stored the page unless the reference refuses it; on a store whose budget is the
+// only reason it refuses a set (`only_budget_refuses`: a memory store; a file store also
+// fails on the OS's errors), a page the reference accepts must be stored, too. Only
+// meaningful on a store that started empty (the reference knows every page). The first
+// divergence is kept.
 class BudgetOrderCheck {
  public:
   // `evictions`: the store's count of pages dropped for its budget.
   BudgetOrderCheck(StorageBackend& store, StorageBudgetReference reference,
-                   std::function<uint64_t()> evictions)
-      : store_(store), reference_(std::move(reference)), evictions_(std::move(evictions)) {}
+                   std::function<uint64_t()> evictions, bool only_budget_refuses)
+      : store_(store),
+        reference_(std::move(reference)),
+        evictions_(std::move(evictions)),
+        only_budget_refuses_(only_budget_refuses) {}
   // Around the store's set(): `before_set` must see the store as the set() will.
   void before_set(const PageDigest& key, uint64_t payload_bytes);
   void after_set(const PageDigest& key, uint64_t payload_bytes, StorageStatus status);
@@ -83,6 +89,7 @@ class BudgetOrderCheck {
   StorageBackend& store_;
   StorageBudgetReference reference_;
   std::function<uint64_t()> evictions_;
+  bool only_budget_refuses_ = false;
   bool held_ = false;  // the page was stored before this set(): a deduplicated set
   StorageBudgetReference::SetPlan plan_;
   uint64_t evictions_before_ = 0;

@@ -241,11 +241,11 @@ StorageTier::StorageTier(const Scenario& s) {
     if (auto* mem = dynamic_cast<MemoryStorage*>(base_.get())) {
       faulty_->check_budget_order(std::make_unique<BudgetOrderCheck>(
           *base_, StorageBudgetReference(capacity, mem->capacity_pages(), 0),
-          [mem] { return mem->evictions(); }));
+          [mem] { return mem->evictions(); }, /*only_budget_refuses=*/true));
     } else if (auto* file = dynamic_cast<FileStorage*>(base_.get())) {
       faulty_->check_budget_order(std::make_unique<BudgetOrderCheck>(
           *base_, StorageBudgetReference(capacity, 0, FileStorage::kHeaderBytes),
-          [file] { return file->evictions(); }));
+          [file] { return file->evictions(); }, /*only_budget_refuses=*/false));
     }
   }
 }

@@ -47,6 +47,8 @@ std::vector<size_t> realized(const Scenario& s) {
                                                                                   : 2;
   r[kFactorPressure] = 0;  // checked apart: see pressure_holds
   r[kFactorEviction] = c.eviction_policy == EvictionPolicy::kLru ? 0 : 1;
+  const int64_t threshold = c.prefetch_threshold_tokens;
+  r[kFactorPrefetchThreshold] = threshold == 0 ? 0 : (threshold <= p ? 1 : 2);
   return r;
 }
 
@@ -69,7 +71,7 @@ TEST(CoveringArray, SwarmArrayCoversEveryAllowedPairAndTriple) {
   const CoveringArray& a = swarm_covering_array();
   EXPECT_EQ(a.uncovered(), std::vector<std::string>{});
   // The bound docs/hunt.md states: every combination within this many swarm units.
-  EXPECT_LE(a.rows(), 69u);
+  EXPECT_LE(a.rows(), 73u);
   EXPECT_EQ(a.rows() % 2, 1u) << "an odd count: seeds stepping by 2 visit every row";
   for (size_t r = 0; r < a.rows(); ++r)
     EXPECT_TRUE(a.allowed(a.row(r))) << "row " << r;

@@ -52,10 +52,10 @@ TEST(StorageBudgetReference, EvictsLeastRecentlyUsedFirstAndHitsCount) {
 // of several sizes, gets and removes over a small key space; returns the first divergence.
 std::optional<std::string> drive(StorageBackend& store, uint64_t capacity, uint64_t overhead,
                                  std::function<uint64_t()> evictions, int ops,
-                                 uint64_t* evicted = nullptr) {
+                                 uint64_t* evicted = nullptr, bool only_budget_refuses = true) {
   FaultyStorage faulty(store);
   faulty.check_budget_order(std::make_unique<BudgetOrderCheck>(
-      store, StorageBudgetReference(capacity, 0, overhead), evictions));
+      store, StorageBudgetReference(capacity, 0, overhead), evictions, only_budget_refuses));
   Rng rng = rng_stream(7, "budget-order-test");
   std::vector<std::byte> out;
   for (int i = 0; i < ops && !faulty.budget_order_broken(); ++i) {
@@ -90,7 +90,7 @@ TEST(StorageBudgetOrder, FileStoreAgreesWithTheReference) {
   uint64_t evicted = 0;
   EXPECT_EQ(drive(
                 store, capacity, FileStorage::kHeaderBytes, [&] { return store.evictions(); }, 600,
-                &evicted),
+                &evicted, /*only_budget_refuses=*/false),
             std::nullopt);
   EXPECT_GT(evicted, 20u);
 }
@@ -98,7 +98,7 @@ TEST(StorageBudgetOrder, FileStoreAgreesWithTheReference) {
 // A store with a byte budget whose eviction order is a parameter: the planted bugs.
 class PlantedBudgetStore final : public StorageBackend {
  public:
-  enum class Bug { kNone, kMostRecentFirst, kGetNotAUse, kOneTooMany };
+  enum class Bug { kNone, kMostRecentFirst, kGetNotAUse, kOneTooMany, kRefusesAFullFit };
   PlantedBudgetStore(uint64_t capacity, Bug bug) : capacity_(capacity), bug_(bug) {}
   std::string_view name() const override { return "planted"; }
   bool exists(const PageDigest& k) override { return pages_.count(k) != 0; }
@@ -111,7 +111,9 @@ class PlantedBudgetStore final : public StorageBackend {
   }
   StorageStatus set(const PageDigest& k, std::span<const std::byte> p) override {
     if (pages_.count(k) != 0) return StorageStatus::kOk;
-    if (p.size() > capacity_) return StorageStatus::kIoError;
+    if (p.size() > capacity_ || (bug_ == Bug::kRefusesAFullFit && p.size() == capacity_)) {
+      return StorageStatus::kIoError;
+    }
     bool extra = bug_ == Bug::kOneTooMany;
     while (bytes_ + p.size() > capacity_ || (extra && !order_.empty())) {
       if (bytes_ + p.size() <= capacity_) extra = false;
@@ -175,6 +177,20 @@ TEST(StorageBudgetOrder, EvictingMoreThanNeededIsCaught) {
   const auto broken = drive_planted(PlantedBudgetStore::Bug::kOneTooMany);
   ASSERT_TRUE(broken.has_value());
   EXPECT_NE(broken->find("evicted"), std::string::npos) << *broken;
+}
+
+// A page exactly the budget's size fits (the store then holds it alone); refusing it is caught.
+TEST(StorageBudgetOrder, RefusingAPageThatFitsIsCaught) {
+  for (auto bug : {PlantedBudgetStore::Bug::kNone, PlantedBudgetStore::Bug::kRefusesAFullFit}) {
+    PlantedBudgetStore store(16, bug);
+    const auto broken = drive(store, 16, 0, [&] { return store.evictions(); }, 2000);
+    if (bug == PlantedBudgetStore::Bug::kNone) {
+      EXPECT_EQ(broken, std::nullopt);
+    } else {
+      ASSERT_TRUE(broken.has_value());
+      EXPECT_NE(broken->find("but the page fits the budget"), std::string::npos) << *broken;
+    }
+  }
 }
 
 // Whole runs: swarm seeds whose covering-array row asks for a budgeted store (memory or file),
