@@ -57,6 +57,9 @@ class RebuildCheck final : public ChainedObserver {
 std::string rebuild_problem(const RadixTree& tree);
 
 // The parts of rebuild_problem, each public so a test can plant what it must catch.
+// The nodes a walk of `t` visits (for_each_node), the root included: what the index's count
+// (node_count) must equal.
+size_t walked_nodes(const RadixTree& t);
 // "" when every node of `a` has a node of the same id in `b` with the same fields (parent, key,
 // values, lock counts, access times, creation, hit count, hashes, backup state), read off the
 // nodes themselves rather than through snapshot() (a field snapshot() drops would otherwise
