@@ -233,6 +233,18 @@ void HiCache::check_slot_ownership(SanityReport& report) const {
 }
 
 void HiCache::check_side_pools(SanityReport& report) const {
+  // [tree.components] the tree has every component the options give it: full attention
+  // always, SWA with a window, Mamba with Mamba states (what insert's assertions rely on).
+  const std::pair<ComponentType, bool> configured[] = {
+      {ComponentType::kFull, true},
+      {ComponentType::kSwa, options_.has_swa()},
+      {ComponentType::kMamba, options_.has_mamba()}};
+  for (const auto& [type, want] : configured) {
+    if (want && !tree_->has_component(type)) {
+      report.add("tree.components", "the tree lacks the " + std::string(to_string(type)) +
+                                        " component the options give it");
+    }
+  }
   for (const auto& pool : side_) {
     if (!pool) continue;
     const std::string name(to_string(pool->name()));

@@ -169,6 +169,7 @@ void RequestKV::finish(std::span<const Token> tokens, bool chunked) {
     mine.push_back(kv_[i]);
   if (!mine.empty()) cache_.free_device(IndexVector(Tier::kDevice, std::move(mine)));
   cache_.unlock(lock_);
+  lock_ = LockRecord{};  // released: a later admit of this request starts from no lock
   swa_.reset();
   mamba_.reset();
   kv_ = IndexVector(Tier::kDevice, {});
@@ -179,6 +180,7 @@ void RequestKV::abort() {
   KV_ASSERT(active_, "abort of a request that is not admitted");
   release_own();
   cache_.unlock(lock_);
+  lock_ = LockRecord{};
   active_ = false;
 }
 

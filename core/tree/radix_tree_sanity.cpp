@@ -1,5 +1,6 @@
 // RadixTree: the full sanity check (shape, residency, accounting, leaf sets; aux components
 // and components add theirs), invariants listed in radix_tree.h.
+#include <algorithm>
 #include <array>
 #include <string>
 #include <unordered_map>
@@ -25,6 +26,17 @@ void check_value_shape(const TreeNode& n, const std::optional<IndexVector>& v, T
 }  // namespace
 
 void RadixTree::sanity_check(SanityReport& report) const {
+  // [tree.components] has_component answers for exactly the components added.
+  for (size_t t = 0; t < kComponentTypesMax; ++t) {
+    const auto type = static_cast<ComponentType>(t);
+    const bool added = std::any_of(components_.begin(), components_.end(),
+                                   [&](const auto& c) { return c->type() == type; });
+    if (has_component(type) != added) {
+      report.add("tree.components", "has_component(" + std::string(to_string(type)) + ") answers " +
+                                        (added ? "no" : "yes") + " for a component " +
+                                        (added ? "added" : "never added"));
+    }
+  }
   check_shape(report);
   check_accounting(report);
   check_aux(report);

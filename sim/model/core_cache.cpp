@@ -92,6 +92,15 @@ std::optional<AdmitDecision> KvsimCoreCache::admit(SimRequest& r, bool load_back
              std::to_string(cache_->stats().load_back_tokens - loaded_before) +
              " token(s) were loaded back (host hit " + std::to_string(out->host_hit_tokens) + ")");
   }
+  // The prefix the request starts from is its device hit plus what came back from host.
+  if (out->device_hit_tokens + out->host_hit_tokens != static_cast<int64_t>(kv->owned_from()) ||
+      out->device_hit_tokens < 0 || out->host_hit_tokens < 0) {
+    fail("admit.contract",
+         "request " + std::to_string(r.rid) + " was admitted with a device hit of " +
+             std::to_string(out->device_hit_tokens) + " and a host hit of " +
+             std::to_string(out->host_hit_tokens) + " token(s), but starts from a prefix of " +
+             std::to_string(kv->owned_from()));
+  }
   CoreRequest& cr = state(r);
   if (pd()) {
     // The prefill side publishes the request's metadata; the decode side reads it once and

@@ -6,6 +6,7 @@
 #include "core/backend/cpu_backend.h"
 #include "core/cache/hi_cache.h"
 #include "core/common/assert.h"
+#include "core/tiers/memory_storage.h"
 #include "core/tree/eviction_policy.h"
 
 namespace kvsim::sim {
@@ -47,6 +48,54 @@ std::optional<std::string> check_call_edge(HiCache& cache) {
       return std::string(p.name) + " calls that allocate nothing changed the free device slots (" +
              std::to_string(before) + " -> " + std::to_string(cache.available_device_size()) + ")";
     }
+  }
+  return std::nullopt;
+}
+
+// The prefetch calls' edge (hi_cache.h): without a storage tier prefetch_from_storage starts
+// nothing; with one, a second prefetch of a request already prefetching is refused, releasing a
+// request that has no prefetch does nothing, and releasing one that has revokes it, leaving the
+// cache sane with nothing prefetching. The simulator itself prefetches only with a store and
+// releases only requests it knows are prefetching, so these are a direct caller's paths.
+std::optional<std::string> check_prefetch_edge(const HiCacheOptions& shape) {
+  if (!shape.hierarchical) return std::nullopt;  // a prefetch fills the host tier
+  HiCacheOptions o = shape;
+  o.prefetch_threshold_tokens = 0;
+  o.prefetch_capacity_fraction = 1.0;
+  std::vector<Token> tokens(static_cast<size_t>(2 * o.page_size));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<Token>(i + 1);
+  {
+    CpuBackend backend;
+    HiCache cache(backend, o);
+    TreeNode& root = *cache.match_prefix(0, tokens).last_host_node;
+    if (cache.prefetch_from_storage(1, 0, root, tokens, 0) || !cache.prefetches().empty()) {
+      return std::string("prefetch_from_storage without a storage tier started a prefetch");
+    }
+    cache.release_aborted_request(1);
+  }
+  CpuBackend backend;
+  MemoryStorage store;
+  HiCache cache(backend, o, &store);
+  TreeNode& root = *cache.match_prefix(0, tokens).last_host_node;
+  if (!cache.prefetch_from_storage(1, 0, root, tokens, 0)) {
+    return "prefetch_from_storage of " + std::to_string(tokens.size()) +
+           " tokens below the root (threshold 0, no prefetch running) was refused";
+  }
+  if (cache.prefetch_from_storage(1, 0, root, tokens, 0) || cache.prefetches().size() != 1) {
+    return std::string("a second prefetch_from_storage of a request already prefetching started");
+  }
+  cache.release_aborted_request(2);  // no prefetch: nothing to do
+  if (cache.prefetches().size() != 1 || cache.stats().prefetch_revoked != 0) {
+    return std::string("release_aborted_request of a request without a prefetch changed one");
+  }
+  cache.release_aborted_request(1);
+  SanityReport report;
+  cache.sanity_check(report);
+  if (!cache.prefetches().empty() || cache.stats().prefetch_revoked != 1 || !report.ok()) {
+    return "release_aborted_request of a prefetching request left " +
+           std::to_string(cache.prefetches().size()) + " prefetch(es), " +
+           std::to_string(cache.stats().prefetch_revoked) + " revoked; sanity: " + report.summary();
   }
   return std::nullopt;
 }
@@ -105,6 +154,7 @@ Built build(const HiCacheOptions& o, bool check_calls = false) {
     if (check_calls) {
       try {
         b.calls = check_call_edge(cache);
+        if (!b.calls) b.calls = check_prefetch_edge(o);
       } catch (const std::exception& e) {
         b.calls = std::string("a call at the API edge raised: ") + e.what();
       }

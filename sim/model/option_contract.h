@@ -9,7 +9,9 @@
 // never an abort, never accepted. The policies' names (eviction, write, prefetch stop) parse to
 // the policy they name, and nothing else parses. alloc_device / alloc_swa of 0 tokens is an empty
 // vector, of a negative or non-page-multiple count nullopt with nothing allocated; freeing an empty
-// vector does nothing.
+// vector does nothing. Prefetch: without a storage tier prefetch_from_storage starts nothing; a
+// second prefetch of a request already prefetching is refused; releasing a request without a
+// prefetch does nothing, and one with a prefetch revokes it and leaves the cache sane.
 #pragma once
 
 #include <initializer_list>

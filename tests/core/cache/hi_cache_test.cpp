@@ -304,6 +304,32 @@ TEST_F(HiCacheTest, AChunkedInsertCountsNoHitAndWritesNothingThrough) {
   cache_->flush();
 }
 
+// A request holds its lock from admit to finish or abort and nothing after, so one RequestKV can
+// be admitted again: after a prefix admit and finish, an admit without the prefix cache and an
+// abort release no lock a second time (the record of the first lock was left behind before).
+TEST_F(HiCacheTest, ARequestAdmittedAgainAfterFinishHoldsNoStaleLock) {
+  const std::vector<Token> t = tokens_from(1, 16);
+  RequestKV seed(*cache_, 0);
+  ASSERT_TRUE(seed.admit(t));
+  ASSERT_TRUE(seed.extend(16));
+  forward(0, t, seed.kv().slice(0, 16), 0);
+  seed.finish(t);
+  cache_->flush();  // the write-through's hold ends with its ack
+  ASSERT_EQ(cache_->tree().protected_size(), 0);
+  RequestKV again(*cache_, 0);
+  ASSERT_EQ(again.admit(t)->device_hit_tokens, 16);  // locks the cached path
+  EXPECT_EQ(cache_->tree().protected_size(), 16);
+  again.finish(t);
+  cache_->flush();
+  EXPECT_EQ(cache_->tree().protected_size(), 0);
+  ASSERT_TRUE(again.admit(t, /*allow_load_back=*/true, /*use_prefix_cache=*/false));
+  EXPECT_EQ(cache_->tree().protected_size(), 0);
+  again.abort();  // would unlock the first admit's path again
+  EXPECT_EQ(cache_->tree().protected_size(), 0);
+  EXPECT_EQ(cache_->tree().evictable_size(), 16);
+  cache_->flush();
+}
+
 // With SGLang's eviction amounts a load-back that does not fit evicts the load's whole length
 // (load_back: evict(len(host_indices))), not the shortfall: 4 victims of 4 tokens, not 3.
 TEST_F(HiCacheTest, SglangEvictionAmountsEvictALoadBacksWholeLength) {
