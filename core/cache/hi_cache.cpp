@@ -118,7 +118,10 @@ InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const 
     for (TreeNode* n : RadixTree::path_to(*result.last_node))
       compute_node_hashes(*n);
   }
-  if (!aux.chunked) apply_write_policy(result.hit_nodes);
+  if (!aux.chunked) {
+    apply_write_policy(result.hit_nodes);
+    KV_VERIFY(check_write_through_path(result).empty(), check_write_through_path(result));
+  }
   return result;
 }
 

@@ -287,6 +287,11 @@ class HiCache {
   // verifies it (KV_VERIFY) before it lets the prefetch go (hi_cache_sanity.cpp).
   std::string check_finished_prefetch(const PrefetchOp& op, const TreeNode& anchor, size_t present,
                                       size_t inserted) const;
+  // [write_policy.write_through] "" unless, under write-through, a finished (non-chunked)
+  // insert left a node of its path on device with no host copy, no write in flight and no
+  // backup tried (a host pool too full for it): the policy backs up everything a request
+  // caches, whatever hit counts say. insert verifies it (KV_VERIFY, hi_cache_sanity.cpp).
+  std::string check_write_through_path(const InsertResult& result) const;
   // Invariant 6c: called after evicting to fit an allocation of `need` slots, with
   // `free_before` slots free when the eviction started and `free_after` now; counts the surplus
   // when the latest eviction's last victim was not needed, and (evict.needless, in both

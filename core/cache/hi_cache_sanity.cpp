@@ -510,4 +510,16 @@ std::string HiCache::check_finished_prefetch(const PrefetchOp& op, const TreeNod
   return "";
 }
 
+std::string HiCache::check_write_through_path(const InsertResult& result) const {
+  if (!options_.hierarchical || options_.write_policy != WritePolicy::kWriteThrough) return "";
+  for (const TreeNode* n = result.last_node; n != nullptr && !n->is_root(); n = n->parent) {
+    if (!n->evicted() && !n->backed_up() && !n->backup_tried && !write_pending(n->id)) {
+      return "write-through: node " + std::to_string(n->id) + " of a finished insert's path (" +
+             std::to_string(n->token_count()) + " tokens, hit count " +
+             std::to_string(n->hit_count) + ") is on device with no host copy and no backup tried";
+    }
+  }
+  return "";
+}
+
 }  // namespace kvsim

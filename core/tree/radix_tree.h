@@ -112,6 +112,11 @@ class RadixTree {
   std::string check_swa_adopted(const TreeNode& node, const AuxInsertValues& aux, size_t p,
                                 size_t n) const;
 
+  // [tree.lock_record] "" unless a lock record's component starts lie off its anchor's path to
+  // the root (each start is the anchor or an ancestor of it, as lock() records them). unlock
+  // verifies it (KV_VERIFY) while the anchor is still in the tree (radix_tree_sanity.cpp).
+  std::string check_lock_record(const LockRecord& record) const;
+
   // --- Locks (all components) ---
   LockRecord lock(TreeNode& anchor);
   void unlock(const LockRecord& record);

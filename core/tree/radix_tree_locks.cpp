@@ -14,6 +14,7 @@ LockRecord RadixTree::lock(TreeNode& anchor) {
 }
 
 void RadixTree::unlock(const LockRecord& record) {
+  KV_VERIFY(check_lock_record(record).empty(), check_lock_record(record));
   for (const auto& c : components_)
     c->release_lock(*this, record);
 }

@@ -280,4 +280,23 @@ std::string RadixTree::check_swa_adopted(const TreeNode& node, const AuxInsertVa
          " and left the node without an SWA value";
 }
 
+std::string RadixTree::check_lock_record(const LockRecord& record) const {
+  const TreeNode* anchor = find(record.anchor);
+  if (anchor == nullptr) return "";  // an evicted anchor, host-evicted since: no path to walk
+  for (size_t t = 0; t < kComponentTypesMax; ++t) {
+    if (!record.start[t]) continue;
+    bool on_path = false;
+    for (const TreeNode* n = anchor; !on_path; n = n->parent) {
+      on_path = n->id == *record.start[t];
+      if (n->is_root()) break;
+    }
+    if (!on_path) {
+      return "lock record of node " + std::to_string(record.anchor) + ": its " +
+             std::string(to_string(static_cast<ComponentType>(t))) + " lock starts at node " +
+             std::to_string(*record.start[t]) + ", off the anchor's path to the root";
+    }
+  }
+  return "";
+}
+
 }  // namespace kvsim

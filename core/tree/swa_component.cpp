@@ -66,8 +66,29 @@ void SwaComponent::acquire_lock(RadixTree& tree, TreeNode& anchor, LockRecord& r
     tree.inc_aux_lock(*n, kSwa);
     locked += static_cast<uint64_t>(n->token_count());
   }
+  KV_VERIFY(check_lock_reach(anchor, locked).empty(), check_lock_reach(anchor, locked));
   record.start[index_of(kSwa)] = anchor.id;
   record.aux[index_of(kSwa)] = locked;
+}
+
+std::string SwaComponent::check_lock_reach(const TreeNode& anchor, uint64_t locked) const {
+  uint64_t below_top = 0;
+  uint64_t covered = 0;
+  for (const TreeNode* n = &anchor; covered < locked; n = n->parent) {
+    if (n->is_root())
+      return "window lock of " + std::to_string(locked) + " tokens runs past the root";
+    below_top = covered;
+    covered += static_cast<uint64_t>(n->token_count());
+  }
+  if (covered != locked) {
+    return "window lock of " + std::to_string(locked) + " tokens does not end on a node boundary";
+  }
+  if (below_top >= static_cast<uint64_t>(window_)) {
+    return "window lock of node " + std::to_string(anchor.id) + " covers " +
+           std::to_string(locked) + " tokens: the nodes below its topmost already hold " +
+           std::to_string(below_top) + ", the whole window of " + std::to_string(window_);
+  }
+  return "";
 }
 
 void SwaComponent::release_lock(RadixTree& tree, const LockRecord& record) {

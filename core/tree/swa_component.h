@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tree/component.h"
@@ -40,6 +41,11 @@ class SwaComponent final : public TreeComponent {
   // Nodes whose SWA values a load-back anchored at `anchor` must provide: walking up from the
   // anchor until `window` tokens are covered (the window reset point), never past it (seed 002).
   std::vector<TreeNode*> window_nodes(TreeNode& anchor) const;
+  // [tree.swa_lock_reach] "" unless a window lock that covers `locked` tokens from `anchor` up
+  // reaches past its window: the nodes it locked, less the topmost, hold fewer tokens than the
+  // window (it stops at the node that completes the window, a tombstone or the root), and it
+  // ends on a node boundary. acquire_lock verifies it (KV_VERIFY).
+  std::string check_lock_reach(const TreeNode& anchor, uint64_t locked) const;
 
  private:
   int64_t window_;
