@@ -287,6 +287,10 @@ class HiCache {
   // verifies it (KV_VERIFY) before it lets the prefetch go (hi_cache_sanity.cpp).
   std::string check_finished_prefetch(const PrefetchOp& op, const TreeNode& anchor, size_t present,
                                       size_t inserted) const;
+  // [swa.path_slots] "" when `slots` (path_swa_slots of `node`) holds, for each node from the
+  // root down to `node`, that node's device SWA slots, or one 0 per token where the node has
+  // none (a tombstone): RequestKV::admit verifies the window it starts from (KV_VERIFY).
+  std::string check_path_swa_slots(TreeNode& node, const IndexVector& slots) const;
   // [write_policy.write_through] "" unless, under write-through, a finished (non-chunked)
   // insert left a node of its path on device with no host copy, no write in flight and no
   // backup tried (a host pool too full for it): the policy backs up everything a request

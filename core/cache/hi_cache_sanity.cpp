@@ -522,4 +522,23 @@ std::string HiCache::check_write_through_path(const InsertResult& result) const 
   return "";
 }
 
+std::string HiCache::check_path_swa_slots(TreeNode& node, const IndexVector& slots) const {
+  size_t at = 0;
+  for (const TreeNode* n : RadixTree::path_to(node)) {
+    const ComponentData& d = n->component(ComponentType::kSwa);
+    for (size_t i = 0; i < n->key.size(); ++i, ++at) {
+      const SlotIndex want = d.value ? (*d.value)[i] : 0;
+      if (at >= slots.size() || slots[at] != want) {
+        return "path SWA slots of node " + std::to_string(node.id) + ": position " +
+               std::to_string(at) + " holds " +
+               (at < slots.size() ? std::to_string(slots[at]) : std::string("nothing")) +
+               ", node " + std::to_string(n->id) + "'s SWA " +
+               (d.value ? "slot is " + std::to_string(want) : std::string("is a tombstone (0)"));
+      }
+    }
+  }
+  if (at != slots.size()) return "path SWA slots run past the path's tokens";
+  return "";
+}
+
 }  // namespace kvsim

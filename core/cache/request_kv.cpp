@@ -119,7 +119,11 @@ std::optional<AdmitOutcome> RequestKV::admit(std::span<const Token> tokens, bool
                   std::to_string(out.host_hit_tokens) + " host-hit tokens for " +
                   std::to_string(below_device_tokens) + " below the device match");
   }
-  if (has_swa) swa_ = cache_.path_swa_slots(*anchor);
+  if (has_swa) {
+    swa_ = cache_.path_swa_slots(*anchor);
+    KV_VERIFY(cache_.check_path_swa_slots(*anchor, *swa_).empty(),
+              cache_.check_path_swa_slots(*anchor, *swa_));
+  }
   if (has_mamba) {
     mamba_ = own_state;
     if (!anchor->is_root() && anchor->has_device(ComponentType::kMamba)) {

@@ -139,6 +139,9 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
   }
   // The values to store, before anything changes.
   auto checked = [&](size_t begin, size_t end) {
+    // The source is asked only for ranges the tree stores (radix_tree.h): never an empty one.
+    KV_ASSERT(begin < end, "insert asked its value source for the empty range [" +
+                               std::to_string(begin) + ", " + std::to_string(end) + ")");
     IndexVector v = value_of(begin, end);
     KV_ASSERT(v.tier() == Tier::kDevice && v.size() == end - begin,
               "insert value source gave the wrong slots");
