@@ -79,6 +79,20 @@ inline void hit(Id id) {
 }
 }  // namespace detail
 
+// This thread's probe hits while it lives are not counted: the counters it found are put back
+// when it ends. For a check's own calls into the core (the option contract's small caches),
+// which are not what the run under test reached.
+class Uncounted {
+ public:
+  Uncounted() : saved_(detail::counters) {}
+  ~Uncounted() { detail::counters = saved_; }
+  Uncounted(const Uncounted&) = delete;
+  Uncounted& operator=(const Uncounted&) = delete;
+
+ private:
+  std::array<uint64_t, kCount> saved_;
+};
+
 }  // namespace kvsim::probes
 
 #if KVSIM_PROBES

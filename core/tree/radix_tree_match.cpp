@@ -19,9 +19,8 @@ std::string check_walk_recency(const std::vector<TreeNode*>& path, uint64_t cloc
   for (const TreeNode* n : path) {
     if (n->last_access <= prev) {
       return "tree.access_order: node " + std::to_string(n->id) +
-             " walked by a match carries "
-             "access stamp " +
-             std::to_string(n->last_access) + ", not after " + std::to_string(prev);
+             " walked by a match carries access stamp " + std::to_string(n->last_access) +
+             ", not after " + std::to_string(prev);
     }
     prev = n->last_access;
   }

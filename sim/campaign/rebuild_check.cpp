@@ -189,7 +189,11 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
 
 }  // namespace
 
-std::string host_insert_problem(RadixTree& t) {
+// The host-only inserts a storage prefetch makes, drilled on `t` (a rebuilt tree: it is
+// changed): a fresh chain without page keys, then one page longer with a key per page. "" when
+// each inserts what it says, the new leaf holds the given host slots and only its own keys, and
+// the tree stays sane.
+static std::string host_insert_problem(RadixTree& t) {
   const auto page = static_cast<size_t>(t.page_size());
   Namespace ns = 0;  // one past every namespace in use: the drill's keys meet no node
   t.for_each_node([&](const TreeNode& n) { ns = std::max(ns, n.ns); });
@@ -205,9 +209,9 @@ std::string host_insert_problem(RadixTree& t) {
     hashes[k].fill(static_cast<uint8_t>(0xa0 + k));
   const IndexVector host(Tier::kHost, slots);
   const size_t leaves_before = t.host_leaf_count();
-  std::ostringstream out;
   auto report = [&](const char* call, const HostInsertResult& r, size_t present, size_t inserted,
                     const TreeNode* leaf, size_t from, const std::vector<PageDigest>& digests) {
+    std::ostringstream out;
     if (r.present_len != static_cast<int64_t>(present) ||
         r.inserted_len != static_cast<int64_t>(inserted) || r.refused_len != 0) {
       out << call << ": present " << r.present_len << ", inserted " << r.inserted_len
@@ -384,10 +388,8 @@ std::string wide_helpers_problem(std::span<const Token> key, std::span<const int
   const size_t got = chunks(key.data(), ids.data(), limit);
   if (got != want) {
     return "equal_wide_chunks counts " + std::to_string(got) +
-           " equal leading ids in whole "
-           "chunks of 64 (of " +
-           std::to_string(limit) + "), the first " + std::to_string(equal) +
-           " agree: " + std::to_string(want);
+           " equal leading ids in whole chunks of 64 (of " + std::to_string(limit) +
+           "), the first " + std::to_string(equal) + " agree: " + std::to_string(want);
   }
   return "";
 }

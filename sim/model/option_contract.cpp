@@ -1,6 +1,5 @@
 #include "sim/model/option_contract.h"
 
-#include <array>
 #include <exception>
 #include <stdexcept>
 
@@ -202,12 +201,7 @@ std::string sizes(const HiCacheOptions& o) {
 }  // namespace
 
 std::optional<std::string> check_option_contract(const HiCacheOptions& options) {
-  // The contract's own calls are not the run's coverage: its probe hits are put back.
-  const std::array<uint64_t, probes::kCount> probes_before = probes::detail::counters;
-  struct PutBack {
-    const std::array<uint64_t, probes::kCount>& counts;
-    ~PutBack() { probes::detail::counters = counts; }
-  } put_back{probes_before};
+  const probes::Uncounted own_calls;  // the contract's own calls are not the run's coverage
   if (std::optional<std::string> names = check_all_policy_names()) return names;
   // Small pools keep the check cheap; only the shape of `options` matters to the rules.
   const int64_t page = options.page_size;

@@ -66,6 +66,21 @@ TEST(Probe, ResetZeroesEveryCounter) {
     EXPECT_EQ(c.count, 0u) << c.name;
 }
 
+TEST(Probe, HitsInsideUncountedArePutBack) {
+  reset();
+  KV_PROBE(aux_tombstone);
+  {
+    const Uncounted scope;
+    KV_PROBE(aux_tombstone);
+    KV_PROBE(req_finish_duplicate);
+    EXPECT_EQ(count_of(snapshot(), "aux_tombstone"), 2u);  // counted while it lives
+  }
+  EXPECT_EQ(count_of(snapshot(), "aux_tombstone"), 1u);
+  EXPECT_EQ(count_of(snapshot(), "req_finish_duplicate"), 0u);
+  KV_PROBE(req_finish_duplicate);
+  EXPECT_EQ(count_of(snapshot(), "req_finish_duplicate"), 1u);
+}
+
 TEST(Probe, CountersArePerThread) {
   reset();
   KV_PROBE(cache_evict_short);
