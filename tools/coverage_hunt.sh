@@ -51,6 +51,17 @@ eq=(-path-equivalence="$PWD/$build/../..,$PWD")
 "$cov" show "$kvsim" -instr-profile="$out/hunt.profdata" -show-branches=count "${eq[@]}" \
   "${core_files[@]}" > "$out/lines.txt"
 echo "coverage.sh: per function in $out/functions.txt, line by line in $out/lines.txt"
+# Which mutants of tools/mutation_score.sh's enumeration this hunt could kill at all: a mutant
+# on code that never ran, or `if (false)` on a condition never true, survives any check
+# (tools/mutate/reach.py; docs/mutation-score.md "Reach").
+"$cov" export "$kvsim" -instr-profile="$out/hunt.profdata" "${eq[@]}" "${core_files[@]}" \
+  > "$out/export.json"
+mapfile -t mutated < <(sed -n '/^files="/,/"$/p' tools/mutation_score.sh | tr -d '"' |
+  sed 's/^files=//' | tr ' ' '\n' | grep .)
+echo
+/usr/bin/python3 tools/mutate/reach.py "$out/export.json" "${mutated[@]}" --tsv "$out/reach.tsv" \
+  --top 15
+echo "coverage.sh: per mutant in $out/reach.tsv"
 if [ -n "$html" ]; then
   "$cov" show "$kvsim" -instr-profile="$out/hunt.profdata" -format=html -show-branches=count \
     -output-dir="$html" "${eq[@]}" "${core_files[@]}"
