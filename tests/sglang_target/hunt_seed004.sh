@@ -51,8 +51,9 @@ echo "newest 6ed5780c4f: exit $rc, $units unit(s)"
 [ "$units" = "1" ] || { echo "FAIL: the unit at the newest snapshot did not finish"; tail -5 "$work/newest/hunt.err"; exit 1; }
 # A unit that finds something must leave a trace that replays to it bit for bit. Since session
 # 26 (the covering array's prefetch-threshold factor moved every swarm row), swarm seed 1 draws
-# an SWA unit that reports `content` on a node's device SWA KV at this snapshot: an open,
-# untriaged finding (docs/sglang-hunt.md, "Open findings"), printed here, not hidden.
+# an SWA unit (window 8, pages of 5) that reports `content` on a node's device SWA KV at this
+# snapshot: SGLang's SWA use-after-free when the window is not a page multiple (triaged in
+# session 27: docs/sglang-hunt.md, "What it has found so far"), printed here, not hidden.
 if [ "$rc" -ne 0 ]; then
   [ "$rc" -eq 1 ] || { echo "FAIL: the hunt at the newest snapshot exited $rc"; tail -5 "$work/newest/hunt.err"; exit 1; }
   echo "newest 6ed5780c4f: open finding: $(jq -c '.hunt.failures[0] | {invariant, detail}' "$work/newest/hunt.json")"
