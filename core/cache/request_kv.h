@@ -67,6 +67,23 @@ class RequestKV {
 
  private:
   void release_own();
+  bool grow(size_t new_len);
+
+  // Result checks (read only; mutate.py leaves check_* bodies alone). What the request holds,
+  // counted in each pool's request-held pages before and after a call.
+  struct Held {
+    int64_t device = 0;  // tokens
+    int64_t swa = 0;     // pages
+    int64_t mamba = 0;   // pages (one state each)
+  };
+  Held check_held() const;
+  void check_admitted(const AdmitOutcome& out, size_t token_count, const TreeNode* device_match,
+                      const TreeNode* anchor, bool loaded_back, std::optional<SlotIndex> own_state,
+                      const Held& before) const;
+  void check_extended(size_t new_len, size_t size_before, const Held& before, bool ok) const;
+  // `own` is what the request held of its own before finish/abort, in the units of Held.
+  Held check_own() const;
+  void check_released(const Held& before, const Held& own, const char* what) const;
 
   HiCache& cache_;
   Namespace ns_;

@@ -124,6 +124,7 @@ std::vector<ResolvedPoolTransfer> CacheController::resolve_pool_transfers(
         .indices = to_host ? move_indices(pt.device_indices, pt.host_indices)
                            : move_indices(pt.host_indices, pt.device_indices)});
   }
+  check_resolved(transfers, to_host, resolved);
   return resolved;
 }
 
@@ -155,6 +156,10 @@ std::optional<IndexVector> CacheController::write(const IndexVector& device_indi
     KV_PROBE(ctl_write_no_host);
     return std::nullopt;
   }
+  // [transfer.result] the backup's host slots: one per device slot, of the host pool.
+  KV_ASSERT(host->size() == device_indices.size() && host->tier() == Tier::kHost,
+            "transfer.result: a write of " + std::to_string(device_indices.size()) +
+                " slot(s) got " + std::to_string(host->size()) + " host slot(s)");
   const OpId id = next_op_id_++;
   const std::string label = "write op " + std::to_string(id);
   ResolvedIndices moved = move_indices(device_indices, *host);
@@ -173,6 +178,8 @@ std::optional<IndexVector> CacheController::write(const IndexVector& device_indi
   release_after(moved, write_stream_);
   issue_pool_transfers(write_stream_, side, label);
   const EventId finish = backend_.record_event(write_stream_);
+  KV_ASSERT(write_acks_.empty() || write_acks_.back().id < id,
+            "transfer.result: write ack ids out of issue order");
   write_acks_.push_back(
       TransferAck{id, {node}, static_cast<int64_t>(device_indices.size()), finish});
   return host;
@@ -192,6 +199,10 @@ std::optional<IndexVector> CacheController::load(const IndexVector& host_indices
     return std::nullopt;
   }
   load_queue_.push_back(QueuedLoad{next_op_id_++, host_indices, *device, node, extra});
+  KV_ASSERT(device->size() == host_indices.size() && device->tier() == Tier::kDevice &&
+                load_queue_.back().node == node && load_queue_.back().device_indices == *device,
+            "transfer.result: a load of " + std::to_string(host_indices.size()) +
+                " host slot(s) queued " + std::to_string(device->size()) + " device slot(s)");
   return device;
 }
 
@@ -239,6 +250,7 @@ int CacheController::start_loading() {
   if (load_queue_.empty()) return -1;
   const int producer = layer_done_.update_producer(backend_);
   latest_issued_ = producer;
+  const QueueSummary queued = check_queue_summary();
   IndexVector host(Tier::kHost, {});
   IndexVector device(Tier::kDevice, {});
   TransferAck ack;
@@ -288,6 +300,7 @@ int CacheController::start_loading() {
     load_acks_.push_back(std::move(ack));
     const std::string problem = layer_done_.check(producer);
     KV_ASSERT(problem.empty(), "load.layer_events: aux-only " + label + ": " + problem);
+    check_started(queued, host, device, extra);
     return producer;
   }
   const int32_t layers = device_pool_.view().layer_count;
@@ -308,6 +321,7 @@ int CacheController::start_loading() {
   load_acks_.push_back(std::move(ack));
   const std::string problem = layer_done_.check(producer);
   KV_ASSERT(problem.empty(), "load.layer_events: " + label + ": " + problem);
+  check_started(queued, host, device, extra);
   return producer;
 }
 
@@ -322,13 +336,103 @@ std::vector<TransferAck> CacheController::pop_completed(std::deque<TransferAck>&
 
 std::vector<TransferAck> CacheController::poll_write_acks() {
   std::vector<TransferAck> done = pop_completed(write_acks_);
+  check_polled(done, write_acks_);
   KV_PROBE_IF(done.size() > 1, ctl_several_write_acks);
   return done;
 }
 std::vector<TransferAck> CacheController::poll_load_acks() {
   std::vector<TransferAck> done = pop_completed(load_acks_);
+  check_polled(done, load_acks_);
   KV_PROBE_IF(done.size() > 1, ctl_several_load_acks);
   return done;
+}
+
+// --- Result checks: what a call hands back, against its inputs (read only: no event query).
+
+CacheController::QueueSummary CacheController::check_queue_summary() const {
+  QueueSummary q;
+  if (!load_queue_.empty()) q.first_id = load_queue_.front().id;
+  for (const QueuedLoad& op : load_queue_) {
+    q.nodes.push_back(op.node);
+    q.tokens[static_cast<size_t>(PoolName::kKv)] += static_cast<int64_t>(op.host_indices.size());
+    for (const PoolTransfer& pt : op.extra)
+      q.tokens[static_cast<size_t>(pt.pool)] += static_cast<int64_t>(pt.host_indices.size());
+  }
+  return q;
+}
+
+void CacheController::check_started(const QueueSummary& queued, const IndexVector& host,
+                                    const IndexVector& device,
+                                    const std::vector<PoolTransfer>& extra) const {
+  // [transfer.result] the issued load is the queue, merged: every queued load in it once, in
+  // queue order, its ack named by the first one's id and counting the main pool's tokens.
+  KV_ASSERT(load_queue_.empty() && !load_acks_.empty(),
+            "transfer.result: start_loading left loads queued");
+  const TransferAck& ack = load_acks_.back();
+  const int64_t kv_tokens = queued.tokens[static_cast<size_t>(PoolName::kKv)];
+  KV_ASSERT(ack.id == queued.first_id && ack.id != 0 && ack.node_ids == queued.nodes &&
+                ack.tokens == kv_tokens && static_cast<int64_t>(host.size()) == kv_tokens &&
+                device.size() == host.size(),
+            "transfer.result: load ack " + std::to_string(ack.id) + " for " +
+                std::to_string(ack.node_ids.size()) + " node(s), " + std::to_string(ack.tokens) +
+                " token(s); the queue held " + std::to_string(queued.nodes.size()) +
+                " load(s) from op " + std::to_string(queued.first_id) + ", " +
+                std::to_string(kv_tokens) + " token(s)");
+  KV_ASSERT(load_acks_.size() < 2 || load_acks_[load_acks_.size() - 2].id < ack.id,
+            "transfer.result: load ack ids out of issue order");
+  // Side pools: one merged transfer per pool, in pool order, each carrying the pool's tokens;
+  // the ack's sources name the same host slots per pool.
+  std::array<int64_t, kPoolNamesMax> merged{};
+  std::array<int64_t, kPoolNamesMax> sourced{};
+  for (size_t i = 0; i < extra.size(); ++i) {
+    KV_ASSERT(i == 0 || extra[i - 1].pool < extra[i].pool,
+              "transfer.result: merged side-pool transfers not one per pool in pool order");
+    KV_ASSERT(extra[i].host_indices.size() == extra[i].device_indices.size(),
+              "transfer.result: a merged side-pool transfer's sides differ in length");
+    merged[static_cast<size_t>(extra[i].pool)] +=
+        static_cast<int64_t>(extra[i].host_indices.size());
+  }
+  for (const LoadSource& src : ack.sources)
+    sourced[static_cast<size_t>(src.pool)] += static_cast<int64_t>(src.host.size());
+  for (size_t p = 0; p < kPoolNamesMax; ++p) {
+    const int64_t want = queued.tokens[p];
+    KV_ASSERT(sourced[p] == want && (p == static_cast<size_t>(PoolName::kKv) || merged[p] == want),
+              "transfer.result: pool " + std::to_string(p) + ": the queue held " +
+                  std::to_string(want) + " host slot(s), the merged transfer carries " +
+                  std::to_string(merged[p]) + " and the ack's sources " +
+                  std::to_string(sourced[p]));
+  }
+}
+
+void CacheController::check_resolved(const std::vector<PoolTransfer>& transfers, bool to_host,
+                                     const std::vector<ResolvedPoolTransfer>& resolved) {
+  // [transfer.result] one resolved copy per non-empty transfer, in order, in its direction,
+  // each side a copy of the transfer's slots.
+  size_t r = 0;
+  for (const PoolTransfer& pt : transfers) {
+    if (pt.host_indices.empty()) continue;
+    KV_ASSERT(r < resolved.size(), "transfer.result: a side-pool transfer was not resolved");
+    const ResolvedPoolTransfer& rt = resolved[r++];
+    const IndexVector& src = to_host ? pt.device_indices : pt.host_indices;
+    const IndexVector& dst = to_host ? pt.host_indices : pt.device_indices;
+    KV_ASSERT(rt.pool == pt.pool && rt.to_host == to_host &&
+                  rt.indices.src.to_vector() == src.to_vector() &&
+                  rt.indices.dst.to_vector() == dst.to_vector() &&
+                  rt.indices.src.tier() == src.tier() && rt.indices.dst.tier() == dst.tier(),
+              "transfer.result: a resolved " + std::string(to_string(pt.pool)) +
+                  " transfer is not its transfer's slots in the copy's direction");
+  }
+  KV_ASSERT(r == resolved.size(), "transfer.result: more resolved transfers than transfers");
+}
+
+void CacheController::check_polled(const std::vector<TransferAck>& done,
+                                   const std::deque<TransferAck>& rest) {
+  // [transfer.result] acks come back in issue order, each once: ids increase through the
+  // popped ones and on into what stays queued.
+  for (size_t i = 1; i < done.size(); ++i)
+    KV_ASSERT(done[i - 1].id < done[i].id, "transfer.result: acks polled out of issue order");
+  KV_ASSERT(done.empty() || rest.empty() || done.back().id < rest.front().id,
+            "transfer.result: an ack polled ahead of an older one still queued");
 }
 
 }  // namespace kvsim

@@ -180,6 +180,21 @@ class CacheController {
   Block upload_indices(const IndexVector& indices, const std::string& label);
   std::vector<TransferAck> pop_completed(std::deque<TransferAck>& queue);
 
+  // Result checks (read only; mutate.py leaves check_* bodies alone).
+  // What the queued loads hold, taken before start_loading merges them.
+  struct QueueSummary {
+    OpId first_id = 0;
+    std::vector<NodeId> nodes;
+    std::array<int64_t, kPoolNamesMax> tokens{};  // host slots per pool (kKv: the main pool)
+  };
+  QueueSummary check_queue_summary() const;
+  void check_started(const QueueSummary& queued, const IndexVector& host, const IndexVector& device,
+                     const std::vector<PoolTransfer>& extra) const;
+  static void check_resolved(const std::vector<PoolTransfer>& transfers, bool to_host,
+                             const std::vector<ResolvedPoolTransfer>& resolved);
+  static void check_polled(const std::vector<TransferAck>& done,
+                           const std::deque<TransferAck>& rest);
+
   Backend& backend_;
   DeviceKVPool& device_pool_;
   PagedSlotAllocator& device_slots_;

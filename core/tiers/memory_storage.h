@@ -50,6 +50,13 @@ class MemoryStorage final : public StorageBackend {
     uint64_t last_use = 0;
     uint64_t size = 0;  // as stored (damage may resize `bytes`)
   };
+  // Result checks (read only; mutate.py leaves check_* bodies alone).
+  void check_got(const PageDigest& key, const std::vector<std::byte>& out) const;
+  void check_stored(const PageDigest& key, std::span<const std::byte> payload, size_t pages_before,
+                    uint64_t evictions_before, size_t room_pages, uint64_t room_bytes) const;
+  void check_removed(const PageDigest& key, size_t pages_before, uint64_t bytes_before,
+                     uint64_t page_size) const;
+
   size_t capacity_pages_;
   uint64_t capacity_bytes_;
   uint64_t bytes_ = 0;

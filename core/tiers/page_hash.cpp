@@ -47,6 +47,12 @@ std::vector<PageDigest> hash_pages(const PageDigest& prev, std::span<const Token
     last = hash_page(last, tokens.subspan(i, static_cast<size_t>(page_size)));
     out.push_back(last);
   }
+  // [hash.result] one digest per page, the last one the chain's end.
+  KV_ASSERT(out.size() * static_cast<size_t>(page_size) == tokens.size() &&
+                (out.empty() ? last == prev : out.back() == last),
+            "hash.result: " + std::to_string(out.size()) + " digest(s) for " +
+                std::to_string(tokens.size()) + " token(s) in pages of " +
+                std::to_string(page_size));
   return out;
 }
 
