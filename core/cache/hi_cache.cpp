@@ -181,6 +181,32 @@ std::optional<IndexVector> HiCache::alloc_host(int64_t tokens) {
 }
 
 int64_t HiCache::write_backup(TreeNode& node) {
+  const int64_t queued_before = stats_.write_through_tokens;
+  const int64_t written = backup_node(node);
+  const std::string broken = check_backup_result(node, written, queued_before);
+  KV_ASSERT(broken.empty(), "backup.result: " + broken);
+  return written;
+}
+
+std::string HiCache::check_backup_result(const TreeNode& node, int64_t written,
+                                         int64_t counted_before) const {
+  const int64_t counted = stats_.write_through_tokens - counted_before;
+  const int64_t copy = node.backed_up() ? static_cast<int64_t>(node.full().host_value->size()) : 0;
+  const auto pending = pending_writes_.find(node.id);
+  const bool queued = pending != pending_writes_.end() && node.write_through_pending == node.id &&
+                      node.full().lock_ref > 0 && node.has_device(ComponentType::kFull);
+  if (written != copy || counted != copy || (copy > 0) != queued || !node.backup_tried ||
+      (copy > 0 && copy != node.token_count())) {
+    return "write_backup of node " + std::to_string(node.id) + " (" +
+           std::to_string(node.token_count()) + " tokens) returns " + std::to_string(written) +
+           "; the node holds a host copy of " + std::to_string(copy) + " token(s), " +
+           (queued ? "a write queued" : "no write queued") + ", write_through_tokens moved by " +
+           std::to_string(counted) + (node.backup_tried ? "" : ", backup_tried unset");
+  }
+  return "";
+}
+
+int64_t HiCache::backup_node(TreeNode& node) {
   KV_ASSERT(!node.is_root() && !node.evicted() && !node.backed_up(), "nothing to back up");
   node.backup_tried = true;
   if (options_.write_policy != WritePolicy::kWriteBack && !node.parent->is_root() &&
@@ -224,6 +250,8 @@ int64_t HiCache::write_backup(TreeNode& node) {
 }
 
 int64_t HiCache::evict(int64_t device_tokens) {
+  const int64_t free_before = device_slots_->available_size();
+  const int64_t evicted_before = stats_.evicted_device_tokens;
   int64_t freed = 0;
   last_victim_ = 0;
   while (freed < device_tokens) {
@@ -238,6 +266,15 @@ int64_t HiCache::evict(int64_t device_tokens) {
     freed += tokens;
   }
   eviction_exhausted_ = freed < device_tokens;
+  // [evict.result] what evict returns is what the device pool gained and the statistics count
+  // (no device allocation happens inside an eviction: a write-back victim's copy only reads).
+  KV_ASSERT(freed == device_slots_->available_size() - free_before &&
+                freed == stats_.evicted_device_tokens - evicted_before,
+            "evict.result: evict(" + std::to_string(device_tokens) + ") returns " +
+                std::to_string(freed) + " token(s); the device pool gained " +
+                std::to_string(device_slots_->available_size() - free_before) +
+                " and evicted_device_tokens moved by " +
+                std::to_string(stats_.evicted_device_tokens - evicted_before));
   return freed;
 }
 
@@ -303,6 +340,7 @@ bool HiCache::drop_host_descendants(TreeNode& node) {
 }
 
 int64_t HiCache::evict_host(int64_t host_tokens) {
+  const int64_t free_before = host_slots_->available_size();
   int64_t freed = 0;
   last_host_victim_ = 0;
   KV_PROBE_IF(
@@ -320,6 +358,11 @@ int64_t HiCache::evict_host(int64_t host_tokens) {
   }
   eviction_exhausted_ = freed < host_tokens;
   stats_.evicted_host_tokens += freed;
+  // [evict.result] what evict_host returns is what the host pool gained.
+  KV_ASSERT(freed == host_slots_->available_size() - free_before,
+            "evict.result: evict_host(" + std::to_string(host_tokens) + ") returns " +
+                std::to_string(freed) + " token(s); the host pool gained " +
+                std::to_string(host_slots_->available_size() - free_before));
   return freed;
 }
 

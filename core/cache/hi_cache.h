@@ -220,6 +220,11 @@ class HiCache {
   void set_sglang_eviction_amounts(bool on) { options_.sglang_eviction_amounts = on; }
   // Backs `node` up to host (write-through modes need a backed-up parent); returns tokens.
   int64_t write_backup(TreeNode& node);
+  // [backup.result] "" when `written` (write_backup's result for `node`) is the host copy the
+  // node now holds (0 without one) and write_through_tokens moved by it from `counted_before`, with
+  // a write queued exactly when a copy was made. write_backup asserts it (hi_cache.cpp).
+  std::string check_backup_result(const TreeNode& node, int64_t written,
+                                  int64_t counted_before) const;
 
   // --- Load-back (host → device) ---
   // Loads the evicted segment ending at `best_match_node` (SGLang's init_load_back). On
@@ -231,6 +236,12 @@ class HiCache {
   // the batch too: with nothing left to issue it returns their producer, so the batch's
   // forward still waits for them (one load stream: a later producer covers earlier ones).
   int ready_to_load_host_cache();
+  // [load_back.result] "" when `result` (init_load_back's at `best_match_node`) agrees with the
+  // cache: a load is anchored on the match, queued once and counted (load_back_tokens moves
+  // from `counted_before` by its slot count); no load reports no slots, counts and queues nothing,
+  // and falls back to the first device node up the path. init_load_back asserts it.
+  std::string check_load_back_result(const TreeNode& best_match_node, const LoadBackResult& result,
+                                     int64_t counted_before, bool pending_before) const;
   // Makes the compute stream wait until every layer of load `producer` has landed, as a
   // forward that reads the loaded prefix does layer by layer (LayerDoneCounter::wait_until).
   void wait_for_load(int producer);
@@ -264,6 +275,31 @@ class HiCache {
   bool storage_io_step();      // one batch of page reads for the oldest transferring prefetch
   bool storage_backup_step();  // one batch of page writes for the oldest backup
   const std::map<RequestId, PrefetchOp>& prefetches() const { return prefetches_; }
+  // What a storage call saw before it ran, for the checks of its result (storage.step_result,
+  // prefetch.start_result; hi_cache_storage.cpp): each public call asserts its own.
+  struct StorageStepBefore {
+    HiCacheStats stats;
+    size_t backups = 0;     // backup step: queued backups
+    size_t finished = 0;    // backup step: acks waiting
+    NodeId node = 0;        // backup step: the front backup's node
+    size_t pages_done = 0;  // backup step: its pages done; I/O step: the read tokens
+    size_t pages = 0;       // backup step: its pages
+    size_t prefetches = 0;  // live (start), querying (query) or readable (I/O) prefetches
+    RequestId rid = 0;      // query / I/O step: the prefetch served next
+    bool had_prefetch = false;
+    int64_t occupied = 0;    // start: prefetch_tokens_occupied
+    int32_t host_locks = 0;  // start: the anchor's host_lock_ref
+  };
+  std::string check_prefetch_start(RequestId rid, Namespace ns, const TreeNode& anchor,
+                                   std::span<const Token> tokens, uint64_t now_tick,
+                                   const StorageStepBefore& before, bool started) const;
+  StorageStepBefore check_prefetch_start_before(RequestId rid, const TreeNode& anchor) const;
+  StorageStepBefore check_query_step_before() const;
+  StorageStepBefore check_io_step_before() const;
+  StorageStepBefore check_backup_step_before() const;
+  std::string check_query_step(const StorageStepBefore& before, bool did) const;
+  std::string check_io_step(const StorageStepBefore& before, bool did) const;
+  std::string check_backup_step(const StorageStepBefore& before, bool did) const;
   int64_t prefetch_tokens_occupied() const { return prefetch_tokens_occupied_; }
 
   // Every invariant the core can see on its own.
@@ -331,6 +367,14 @@ class HiCache {
   };
 
   void apply_write_policy(const std::vector<TreeNode*>& hit_nodes);
+  int64_t backup_node(TreeNode& node);  // write_backup's body (its result is checked)
+  LoadBackResult load_back(TreeNode& best_match_node, std::optional<int64_t> mem_quota);
+  // The storage calls' bodies (their results are checked by the public wrappers).
+  bool start_prefetch(RequestId rid, Namespace ns, TreeNode& anchor, std::span<const Token> tokens,
+                      uint64_t now_tick);
+  bool query_once();
+  bool io_once();
+  bool backup_once();
   void release_aux_insert(const AuxInsertValues& aux, const InsertResult& result);
   int64_t evict_aux(ComponentType type, int64_t slots);
   // False when the victim cannot go now (write-back without host room, a protected descendant).

@@ -1,6 +1,7 @@
 // HiCache load-back: bring the evicted bottom segment of a matched path back to the device,
 // with what the auxiliary components need there (the SWA window, the Mamba state).
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "core/cache/hi_cache.h"
@@ -53,6 +54,56 @@ void HiCache::wait_for_loads_of(const TreeNode& node) {
 
 LoadBackResult HiCache::init_load_back(TreeNode& best_match_node,
                                        std::optional<int64_t> mem_quota) {
+  const int64_t counted_before = stats_.load_back_tokens;
+  const bool pending_before = load_pending(best_match_node.id);
+  LoadBackResult result = load_back(best_match_node, mem_quota);
+  const std::string broken =
+      check_load_back_result(best_match_node, result, counted_before, pending_before);
+  KV_ASSERT(broken.empty(), "load_back.result: " + broken);
+  return result;
+}
+
+std::string HiCache::check_load_back_result(const TreeNode& best_match_node,
+                                            const LoadBackResult& result, int64_t counted_before,
+                                            bool pending_before) const {
+  const int64_t counted = stats_.load_back_tokens - counted_before;
+  const std::string who = "init_load_back at node " + std::to_string(best_match_node.id);
+  const bool pending = pending_loads_.count(best_match_node.id) != 0;
+  if (result.loaded) {
+    // A load anchors the request on the match, queues one load for it and counts what it moved.
+    if (result.last_node != &best_match_node || pending_before || !pending ||
+        static_cast<int64_t>(result.device_indices.size()) != counted ||
+        result.swa_loaded_tokens < 0 ||
+        (counted == 0 && result.swa_loaded_tokens == 0 && !result.mamba_loaded)) {
+      return who + " reports a load of " + std::to_string(result.device_indices.size()) +
+             " slot(s), " + std::to_string(result.swa_loaded_tokens) + " SWA token(s), Mamba " +
+             (result.mamba_loaded ? "loaded" : "not loaded") + ", anchored on node " +
+             (result.last_node ? std::to_string(result.last_node->id) : std::string("null")) +
+             "; load_back_tokens moved by " + std::to_string(counted) + ", a load for it " +
+             (pending ? "is" : "is not") + " pending (" + (pending_before ? "was" : "was not") +
+             " before)";
+    }
+    return "";
+  }
+  // Nothing loaded: no slots, nothing counted or queued, and the anchor the caller falls back to
+  // is the first node on device walking up from the match (itself when it is on device).
+  const TreeNode* device = &best_match_node;
+  while (!device->is_root() && device->evicted())
+    device = device->parent;
+  if (result.last_node != device || !result.device_indices.empty() || counted != 0 ||
+      result.swa_loaded_tokens != 0 || result.mamba_loaded || pending != pending_before) {
+    return who + " loaded nothing, yet reports " + std::to_string(result.device_indices.size()) +
+           " slot(s), " + std::to_string(result.swa_loaded_tokens) + " SWA token(s), Mamba " +
+           (result.mamba_loaded ? "loaded" : "not loaded") + ", fallback node " +
+           (result.last_node ? std::to_string(result.last_node->id) : std::string("null")) +
+           " (the first device node up the path is " + std::to_string(device->id) +
+           "); load_back_tokens moved by " + std::to_string(counted) + ", pending load " +
+           (pending_before ? "before" : "not before") + " and " + (pending ? "after" : "not after");
+  }
+  return "";
+}
+
+LoadBackResult HiCache::load_back(TreeNode& best_match_node, std::optional<int64_t> mem_quota) {
   // The evicted chain from the anchor up to the first node still on device. The anchor is
   // best_match_node, the deepest node every component accepts (seed 002).
   std::vector<TreeNode*> chain;

@@ -541,4 +541,48 @@ std::string HiCache::check_path_swa_slots(TreeNode& node, const IndexVector& slo
   return "";
 }
 
+// What each storage call saw before it ran (its result's check compares against it).
+HiCache::StorageStepBefore HiCache::check_backup_step_before() const {
+  StorageStepBefore before{
+      .stats = stats_, .backups = backups_.size(), .finished = finished_backups_.size()};
+  if (!backups_.empty()) {
+    before.node = backups_.front().node;
+    before.pages_done = backups_.front().pages_done;
+    before.pages = backups_.front().hashes.size();
+  }
+  return before;
+}
+
+HiCache::StorageStepBefore HiCache::check_prefetch_start_before(RequestId rid,
+                                                                const TreeNode& anchor) const {
+  StorageStepBefore before{.prefetches = prefetches_.size(),
+                           .had_prefetch = prefetches_.count(rid) != 0,
+                           .occupied = prefetch_tokens_occupied_,
+                           .host_locks = anchor.full().host_lock_ref};
+  return before;
+}
+
+HiCache::StorageStepBefore HiCache::check_query_step_before() const {
+  StorageStepBefore before{.stats = stats_};
+  for (const auto& [rid, op] : prefetches_) {
+    if (op.state != PrefetchOp::State::kQuery) continue;
+    if (before.prefetches++ == 0) before.rid = rid;  // the oldest querying prefetch is next
+  }
+  return before;
+}
+
+HiCache::StorageStepBefore HiCache::check_io_step_before() const {
+  StorageStepBefore before{.stats = stats_};
+  for (const auto& [rid, op] : prefetches_) {
+    if (op.state == PrefetchOp::State::kTransfer && !op.terminated &&
+        op.completed_tokens != op.hit_tokens) {
+      before.prefetches = 1;  // the oldest such prefetch reads next
+      before.rid = rid;
+      before.pages_done = static_cast<size_t>(op.completed_tokens);
+      break;
+    }
+  }
+  return before;
+}
+
 }  // namespace kvsim

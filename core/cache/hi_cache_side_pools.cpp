@@ -86,6 +86,7 @@ void HiCache::copy_mamba_state(SlotIndex src, SlotIndex dst) {
 int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
   SidePool* pool = side_pool(type);
   KV_ASSERT(pool != nullptr, "aux eviction without the component");
+  const int64_t free_before = pool->device_slots().available_size();
   int64_t freed = 0;
   last_victim_ = 0;
   while (freed < slots) {
@@ -106,6 +107,13 @@ int64_t HiCache::evict_aux(ComponentType type, int64_t slots) {
     }
   }
   eviction_exhausted_ = freed < slots;
+  // [evict.result] what an aux eviction returns is what its device pool gained (a device-leaf
+  // victim's whole eviction frees its value there too; nothing is allocated there meanwhile).
+  KV_ASSERT(freed == pool->device_slots().available_size() - free_before,
+            "evict.result: evict_" + std::string(type == ComponentType::kSwa ? "swa" : "mamba") +
+                "(" + std::to_string(slots) + ") returns " + std::to_string(freed) +
+                " slot(s); the pool gained " +
+                std::to_string(pool->device_slots().available_size() - free_before));
   return freed;
 }
 

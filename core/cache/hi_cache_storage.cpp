@@ -98,6 +98,44 @@ void HiCache::enqueue_storage_backup(TreeNode& node) {
 }
 
 bool HiCache::storage_backup_step() {
+  const StorageStepBefore before = check_backup_step_before();
+  const bool did = backup_once();
+  const std::string broken = check_backup_step(before, did);
+  KV_ASSERT(broken.empty(), "storage.step_result: " + broken);
+  return did;
+}
+
+std::string HiCache::check_backup_step(const StorageStepBefore& before, bool did) const {
+  if (did != (before.backups > 0)) {
+    return "storage_backup_step returns " + std::string(did ? "true" : "false") + " with " +
+           std::to_string(before.backups) + " backup(s) queued";
+  }
+  if (!did) return "";
+  const int64_t written = stats_.backed_up_pages - before.stats.backed_up_pages;
+  const int64_t failed = stats_.storage_write_failures - before.stats.storage_write_failures;
+  const auto processed = static_cast<size_t>(written + failed);
+  const bool popped = backups_.size() + 1 == before.backups;
+  const bool ends = failed == 1 || before.pages_done + processed == before.pages;
+  const size_t done_now = popped || backups_.empty() ? 0 : backups_.front().pages_done;
+  if (written < 0 || failed < 0 || failed > 1 || processed == 0 ||
+      processed > static_cast<size_t>(options_.storage_batch_pages) ||
+      before.pages_done + processed > before.pages || popped != ends ||
+      (!popped &&
+       (backups_.size() != before.backups || done_now != before.pages_done + processed)) ||
+      (popped && (finished_backups_.size() != before.finished + 1 ||
+                  finished_backups_.back() != before.node)) ||
+      stats_.storage_written_bytes - before.stats.storage_written_bytes !=
+          written * static_cast<int64_t>(page_payload_bytes())) {
+    return "a backup step of node " + std::to_string(before.node) + " (page " +
+           std::to_string(before.pages_done) + " of " + std::to_string(before.pages) + ") wrote " +
+           std::to_string(written) + " page(s), failed " + std::to_string(failed) + ", " +
+           (popped ? "finished the backup" : "left it at page " + std::to_string(done_now)) +
+           " with " + std::to_string(finished_backups_.size() - before.finished) + " new ack(s)";
+  }
+  return "";
+}
+
+bool HiCache::backup_once() {
   if (backups_.empty()) return false;
   PendingBackup& b = backups_.front();
   const auto page = static_cast<size_t>(options_.page_size);
@@ -132,6 +170,73 @@ uint64_t HiCache::prefetch_timeout_ticks(const PrefetchOp& op) const {
 
 bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& anchor,
                                     std::span<const Token> tokens, uint64_t now_tick) {
+  const StorageStepBefore before = check_prefetch_start_before(rid, anchor);
+  const bool started = start_prefetch(rid, ns, anchor, tokens, now_tick);
+  const std::string broken =
+      check_prefetch_start(rid, ns, anchor, tokens, now_tick, before, started);
+  KV_ASSERT(broken.empty(), "prefetch.start_result: " + broken);
+  return started;
+}
+
+std::string HiCache::check_prefetch_start(RequestId rid, Namespace ns, const TreeNode& anchor,
+                                          std::span<const Token> tokens, uint64_t now_tick,
+                                          const StorageStepBefore& before, bool started) const {
+  // Recomputed apart: the anchor's depth by a walk up, the page-aligned rest; the rate limit is
+  // decided on the occupied tokens counted before the call (whether that count is right is
+  // prefetch.rate_limit's question, sanity_check).
+  size_t depth = 0;
+  for (const TreeNode* n = &anchor; !n->is_root(); n = n->parent)
+    depth += n->key.size();
+  const auto page = static_cast<size_t>(options_.page_size);
+  const size_t rest = tokens.size() > depth ? (tokens.size() - depth) / page * page : 0;
+  const bool limited =
+      before.occupied >= static_cast<int64_t>(options_.prefetch_capacity_fraction *
+                                              static_cast<double>(options_.host_tokens));
+  const bool worth = storage_ != nullptr && !before.had_prefetch && rest > 0 &&
+                     static_cast<int64_t>(rest) >= options_.prefetch_threshold_tokens && !limited;
+  const std::string who = "prefetch_from_storage of request " + std::to_string(rid) + " (" +
+                          std::to_string(tokens.size()) + " tokens below a " +
+                          std::to_string(depth) + "-token anchor, " +
+                          (before.had_prefetch ? "already prefetching" : "not prefetching") +
+                          (limited ? ", rate limited" : "") + ")";
+  if (started != worth) return who + (started ? " started one" : " was refused");
+  if (!started) {
+    if (prefetches_.size() != before.prefetches || prefetch_tokens_occupied_ != before.occupied ||
+        anchor.full().host_lock_ref != before.host_locks) {
+      return who +
+             " refused, yet changed the live prefetches, their tokens or the anchor's "
+             "host protection";
+    }
+    return "";
+  }
+  const auto it = prefetches_.find(rid);
+  if (it == prefetches_.end() || prefetches_.size() != before.prefetches + 1) {
+    return who + " started, but no prefetch of the request is live";
+  }
+  const PrefetchOp& op = it->second;
+  const auto occupied = static_cast<int64_t>(rest);
+  if (op.rid != rid || op.anchor != anchor.id || op.ns != ns ||
+      op.state != PrefetchOp::State::kQuery || op.tokens.size() != rest ||
+      !std::equal(op.tokens.begin(), op.tokens.end(), tokens.begin() + static_cast<long>(depth)) ||
+      op.hashes.size() != rest / page || op.occupied_tokens != occupied || op.hit_tokens != 0 ||
+      op.host_indices || op.completed_tokens != 0 || op.terminated || op.start_tick != now_tick ||
+      prefetch_tokens_occupied_ != before.occupied + occupied ||
+      anchor.full().host_lock_ref != before.host_locks + 1) {
+    return who + " started a prefetch whose fields disagree with the call: rid " +
+           std::to_string(op.rid) + ", anchor " + std::to_string(op.anchor) + ", ns " +
+           std::to_string(op.ns) + ", " + std::to_string(op.tokens.size()) + " tokens, " +
+           std::to_string(op.hashes.size()) + " page keys, " + std::to_string(op.occupied_tokens) +
+           " occupied, start tick " + std::to_string(op.start_tick) + " (call at " +
+           std::to_string(now_tick) + "), occupied total " +
+           std::to_string(prefetch_tokens_occupied_) + " (was " + std::to_string(before.occupied) +
+           "), anchor host locks " + std::to_string(anchor.full().host_lock_ref) + " (was " +
+           std::to_string(before.host_locks) + ")";
+  }
+  return "";
+}
+
+bool HiCache::start_prefetch(RequestId rid, Namespace ns, TreeNode& anchor,
+                             std::span<const Token> tokens, uint64_t now_tick) {
   if (storage_ == nullptr || prefetches_.count(rid) != 0) return false;
   KV_ASSERT(anchor.backed_up(), "prefetch anchor must have a host copy");
   const size_t page = static_cast<size_t>(options_.page_size);
@@ -169,6 +274,42 @@ bool HiCache::prefetch_from_storage(RequestId rid, Namespace ns, TreeNode& ancho
 }
 
 bool HiCache::storage_query_step() {
+  const StorageStepBefore before = check_query_step_before();
+  const bool did = query_once();
+  const std::string broken = check_query_step(before, did);
+  KV_ASSERT(broken.empty(), "storage.step_result: " + broken);
+  return did;
+}
+
+std::string HiCache::check_query_step(const StorageStepBefore& before, bool did) const {
+  if (did != (before.prefetches > 0)) {
+    return "storage_query_step returns " + std::string(did ? "true" : "false") + " with " +
+           std::to_string(before.prefetches) + " prefetch(es) querying";
+  }
+  if (!did) return "";
+  size_t querying = 0;
+  for (const auto& [rid, op] : prefetches_)
+    querying += op.state == PrefetchOp::State::kQuery ? 1 : 0;
+  const auto it = prefetches_.find(before.rid);
+  const int64_t hit_pages = stats_.storage_query_hit_pages - before.stats.storage_query_hit_pages;
+  if (querying + 1 != before.prefetches || it == prefetches_.end()) {
+    return "a query step left " + std::to_string(querying) + " of " +
+           std::to_string(before.prefetches) + " prefetch(es) querying";
+  }
+  const PrefetchOp& op = it->second;
+  const bool hit = op.state == PrefetchOp::State::kHit;
+  if ((!hit && op.state != PrefetchOp::State::kRevoked) ||
+      op.hit_tokens != hit_pages * options_.page_size ||
+      (hit && static_cast<int64_t>(op.hashes.size()) != hit_pages)) {
+    return "the query of request " + std::to_string(before.rid) + " found " +
+           std::to_string(hit_pages) + " page(s) and left it in state " +
+           std::to_string(static_cast<int>(op.state)) + " with " + std::to_string(op.hit_tokens) +
+           " hit tokens and " + std::to_string(op.hashes.size()) + " page keys";
+  }
+  return "";
+}
+
+bool HiCache::query_once() {
   for (auto& [rid, op] : prefetches_) {
     if (op.state != PrefetchOp::State::kQuery) continue;
     const size_t hit_pages = storage_->batch_exists(op.hashes);
@@ -235,6 +376,43 @@ void HiCache::drain_prefetch_hits() {
 }
 
 bool HiCache::storage_io_step() {
+  const StorageStepBefore before = check_io_step_before();
+  const bool did = io_once();
+  const std::string broken = check_io_step(before, did);
+  KV_ASSERT(broken.empty(), "storage.step_result: " + broken);
+  return did;
+}
+
+std::string HiCache::check_io_step(const StorageStepBefore& before, bool did) const {
+  if (did != (before.prefetches > 0)) {
+    return "storage_io_step returns " + std::string(did ? "true" : "false") + " with " +
+           (before.prefetches > 0 ? "a" : "no") + " prefetch left to read";
+  }
+  if (!did) return "";
+  const auto it = prefetches_.find(before.rid);
+  if (it == prefetches_.end()) return "an I/O step dropped prefetch " + std::to_string(before.rid);
+  const PrefetchOp& op = it->second;
+  const int64_t read = op.completed_tokens - static_cast<int64_t>(before.pages_done);
+  const int64_t pages = stats_.storage_hit_pages - before.stats.storage_hit_pages;
+  const int64_t failures = (stats_.storage_miss_pages - before.stats.storage_miss_pages) +
+                           (stats_.storage_read_errors - before.stats.storage_read_errors) +
+                           (stats_.storage_corrupt_pages - before.stats.storage_corrupt_pages);
+  // Each step reads at least a page or ends the prefetch on the page it could not read.
+  if (read < 0 || read != pages * options_.page_size || pages > options_.storage_batch_pages ||
+      op.completed_tokens > op.hit_tokens || failures != (op.terminated ? 1 : 0) ||
+      (read == 0 && !op.terminated) ||
+      stats_.storage_read_bytes - before.stats.storage_read_bytes !=
+          pages * static_cast<int64_t>(page_payload_bytes())) {
+    return "an I/O step of request " + std::to_string(before.rid) + " moved its read tokens from " +
+           std::to_string(before.pages_done) + " to " + std::to_string(op.completed_tokens) +
+           " (of " + std::to_string(op.hit_tokens) + ") counting " + std::to_string(pages) +
+           " page(s) read and " + std::to_string(failures) + " failure(s); terminated " +
+           (op.terminated ? "yes" : "no");
+  }
+  return "";
+}
+
+bool HiCache::io_once() {
   const auto page = static_cast<size_t>(options_.page_size);
   for (auto& [rid, op] : prefetches_) {
     if (op.state != PrefetchOp::State::kTransfer || op.terminated ||

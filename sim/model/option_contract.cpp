@@ -8,6 +8,7 @@
 #include "core/common/assert.h"
 #include "core/common/probe.h"
 #include "core/tiers/memory_storage.h"
+#include "core/tiers/page_hash.h"
 #include "core/tree/eviction_policy.h"
 
 namespace kvsim::sim {
@@ -101,6 +102,65 @@ std::optional<std::string> check_prefetch_edge(const HiCacheOptions& shape) {
   return std::nullopt;
 }
 
+// A prefetch that stops after its first page (page_size 1 included: one token), as a direct
+// caller drives it: the store holds the first of two pages, the query finds one page, one read
+// brings it, and the finished prefetch puts exactly that page in the tree on host and reports it
+// to its request once; then every storage worker is idle. With one-token pages the hunt's
+// workloads rarely end a prefetch after a single read (seed-35 mutant 750: `usable > 0` shifted
+// to `> 1` dropped that token).
+std::optional<std::string> check_prefetch_page_edge(const HiCacheOptions& shape, int64_t page) {
+  if (!shape.hierarchical) return std::nullopt;
+  HiCacheOptions o = shape;
+  o.page_size = page;
+  o.device_tokens = o.host_tokens = 2 * page;
+  if (o.has_swa()) {
+    o.swa_device_tokens = o.swa_device_tokens > 0 ? 2 * page : 0;
+    o.swa_host_tokens = o.swa_host_tokens > 0 ? 2 * page : 0;
+  }
+  o.prefetch_threshold_tokens = 0;
+  o.prefetch_capacity_fraction = 1.0;
+  std::vector<Token> tokens(static_cast<size_t>(2 * page));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<Token>(i + 7);
+  CpuBackend backend;
+  MemoryStorage store;
+  HiCache cache(backend, o, &store);
+  const std::vector<PageDigest> keys = hash_pages(namespace_seed(0), tokens, page);
+  const std::vector<std::byte> bytes(
+      static_cast<size_t>(page) * static_cast<size_t>(o.layer_count) * o.item_bytes,
+      std::byte{0x5a});
+  store.set(keys[0], bytes);
+  const std::string at =
+      "a prefetch whose store holds the first of two " + std::to_string(page) + "-token pages: ";
+  TreeNode& root = *cache.match_prefix(0, tokens).last_host_node;
+  if (!cache.prefetch_from_storage(1, 0, root, tokens, 0)) return at + "refused";
+  if (!cache.storage_query_step() || cache.prefetches().at(1).hit_tokens != page) {
+    return at + "the query found " + std::to_string(cache.prefetches().at(1).hit_tokens) +
+           " token(s)";
+  }
+  cache.check_hicache_events();  // the hit is given host slots
+  if (!cache.storage_io_step() || cache.prefetches().at(1).completed_tokens != page) {
+    return at + "the read brought " + std::to_string(cache.prefetches().at(1).completed_tokens) +
+           " token(s)";
+  }
+  if (!cache.check_prefetch_progress(1, 1)) return at + "a complete prefetch kept its request";
+  const int64_t loaded = cache.pop_prefetch_loaded_tokens(1);
+  const int64_t again = cache.pop_prefetch_loaded_tokens(1);
+  if (loaded != page || again != 0 || cache.stats().prefetched_tokens != page) {
+    return at + "the request was handed " + std::to_string(loaded) + " then " +
+           std::to_string(again) + " token(s); the tree took " +
+           std::to_string(cache.stats().prefetched_tokens);
+  }
+  SanityReport report;
+  cache.sanity_check(report);
+  if (cache.storage_query_step() || cache.storage_io_step() || cache.storage_backup_step() ||
+      !cache.prefetches().empty() || !report.ok()) {
+    return at +
+           "a storage worker still had work, or a prefetch is live; sanity: " + report.summary();
+  }
+  return std::nullopt;
+}
+
 // The pools a built cache holds have the sizes its effective options promise: a side pool
 // sized 0 ("same as the main pool") takes the main pool's size, a Mamba host pool sized 0
 // twice the device states.
@@ -156,6 +216,9 @@ Built build(const HiCacheOptions& o, bool check_calls = false) {
       try {
         b.calls = check_call_edge(cache);
         if (!b.calls) b.calls = check_prefetch_edge(o);
+        // The run's own page size, and one-token pages whatever the run's.
+        if (!b.calls) b.calls = check_prefetch_page_edge(o, o.page_size);
+        if (!b.calls && o.page_size != 1) b.calls = check_prefetch_page_edge(o, 1);
       } catch (const std::exception& e) {
         b.calls = std::string("a call at the API edge raised: ") + e.what();
       }
