@@ -4,6 +4,7 @@
 
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
+#include "core/tree/radix_tree_results.h"
 
 namespace kvsim {
 
@@ -18,6 +19,7 @@ TreeNode* RadixTree::next_host_victim() const {
 ReleasedSlots RadixTree::demote(TreeNode& node) {
   KV_ASSERT(is_device_leaf(node), "demote of a node that is not an evictable device leaf");
   KV_ASSERT(node.backed_up(), "demote of a node without a host copy");
+  const NodeSlotsBefore before = check_node_slots(*this, node);
   ReleasedSlots out;
   release_aux(node, out, /*device=*/true, /*host=*/false);
   out.device[0] = std::move(*node.full().value);
@@ -25,6 +27,8 @@ ReleasedSlots RadixTree::demote(TreeNode& node) {
   --node.parent->device_children;
   evictable_size_ -= node.token_count();
   refresh_leaf_and_parent(node);
+  KV_VERIFY(check_released(*this, before, out, true, false, false).empty(),
+            check_released(*this, before, out, true, false, false));
   return out;
 }
 
@@ -32,6 +36,7 @@ ReleasedSlots RadixTree::remove_device_leaf(TreeNode& node) {
   KV_ASSERT(is_device_leaf(node), "non-leaf, node " + std::to_string(node.id));
   KV_ASSERT(node.children.empty(), "non-leaf, node " + std::to_string(node.id));
   KV_ASSERT(!node.backed_up(), "remove of a backed-up node would leak its host slots");
+  const NodeSlotsBefore before = check_node_slots(*this, node);
   ReleasedSlots out;
   release_aux(node, out, /*device=*/true, /*host=*/true);
   out.device[0] = std::move(*node.full().value);
@@ -39,15 +44,20 @@ ReleasedSlots RadixTree::remove_device_leaf(TreeNode& node) {
   --node.parent->device_children;
   evictable_size_ -= node.token_count();
   detach(node);
+  KV_VERIFY(check_released(*this, before, out, true, true, true).empty(),
+            check_released(*this, before, out, true, true, true));
   return out;
 }
 
 ReleasedSlots RadixTree::remove_host_leaf(TreeNode& node) {
   KV_ASSERT(is_host_leaf(node), "node " + std::to_string(node.id) + " is not an H-leaf");
+  const NodeSlotsBefore before = check_node_slots(*this, node);
   ReleasedSlots out;
   release_aux(node, out, /*device=*/true, /*host=*/true);
   out.host[0] = std::move(*node.full().host_value);
   detach(node);
+  KV_VERIFY(check_released(*this, before, out, true, true, true).empty(),
+            check_released(*this, before, out, true, true, true));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "core/common/assert.h"
 #include "core/common/probe.h"
 #include "core/tree/radix_tree.h"
+#include "core/tree/radix_tree_results.h"
 #include "core/tree/radix_tree_walk.h"
 #include "core/tree/tree_probes.h"
 #include "core/tree/wide_ids.h"
@@ -103,6 +104,7 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
                                       const TokenRun* shared, const InsertValueSource& value_of,
                                       const AuxInsertValues& aux) {
   const size_t aligned = aligned_size(tokens.size(), options_.page_size);
+  const TreeResultBaseline before = check_baseline(*this, clock_);
   KV_ASSERT(!aux.swa || (has_component(ComponentType::kSwa) && aux.swa->size() >= aligned),
             "SWA insert values need the SWA component and one slot per token");
   KV_ASSERT(!aux.mamba || has_component(ComponentType::kMamba), "Mamba value without component");
@@ -205,6 +207,8 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
     result.mamba_adopted = true;
   }
   result.last_node = node;
+  KV_VERIFY(check_insert_result(*this, ns, tokens, aux, result, before).empty(),
+            check_insert_result(*this, ns, tokens, aux, result, before));
   return result;
 }
 
@@ -233,6 +237,8 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
       result.refused_len = static_cast<int64_t>(aligned - pos);
       result.last_node = node;
       check_host_insert_result(anchor, aligned, result);
+      KV_VERIFY(check_host_insert_leaf(*this, aligned, result, host_value, hashes).empty(),
+                check_host_insert_leaf(*this, aligned, result, host_value, hashes));
       return result;
     }
     result.present_len += static_cast<int64_t>(n);
@@ -252,6 +258,8 @@ HostInsertResult RadixTree::insert_host(Namespace ns, TreeNode& anchor,
   }
   result.last_node = node;
   check_host_insert_result(anchor, aligned, result);
+  KV_VERIFY(check_host_insert_leaf(*this, aligned, result, host_value, hashes).empty(),
+            check_host_insert_leaf(*this, aligned, result, host_value, hashes));
   return result;
 }
 

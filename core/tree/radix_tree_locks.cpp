@@ -2,21 +2,28 @@
 // counts with the evictable/protected size accounting they move.
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
+#include "core/tree/radix_tree_results.h"
 
 namespace kvsim {
 
 LockRecord RadixTree::lock(TreeNode& anchor) {
+  const TreeResultBaseline before = check_baseline(*this, clock_);
   LockRecord record;
   record.anchor = anchor.id;
   for (const auto& c : components_)
     c->acquire_lock(*this, anchor, record);
+  KV_VERIFY(check_lock_result(*this, &anchor, record, before).empty(),
+            check_lock_result(*this, &anchor, record, before));
   return record;
 }
 
 void RadixTree::unlock(const LockRecord& record) {
   KV_VERIFY(check_lock_record(record).empty(), check_lock_record(record));
+  const TreeResultBaseline before = check_baseline(*this, clock_);
   for (const auto& c : components_)
     c->release_lock(*this, record);
+  KV_VERIFY(check_lock_result(*this, nullptr, record, before).empty(),
+            check_lock_result(*this, nullptr, record, before));
 }
 
 void RadixTree::protect_host(TreeNode& node) {

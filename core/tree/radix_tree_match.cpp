@@ -6,6 +6,7 @@
 
 #include "core/common/assert.h"
 #include "core/tree/radix_tree.h"
+#include "core/tree/radix_tree_results.h"
 #include "core/tree/radix_tree_walk.h"
 
 namespace kvsim {
@@ -31,12 +32,20 @@ std::string check_walk_recency(const std::vector<TreeNode*>& path, uint64_t cloc
 
 MatchResult RadixTree::match_prefix(Namespace ns, std::span<const Token> tokens) {
   walk_match(ns, tokens);
-  return result_of_match_path();
+  MatchResult result = result_of_match_path();
+  const TreeNode& walk_end = match_path_.empty() ? *root_ : *match_path_.back();
+  KV_VERIFY(check_match_result(*this, walk_end, ns, tokens, result).empty(),
+            check_match_result(*this, walk_end, ns, tokens, result));
+  return result;
 }
 
 MatchResult RadixTree::match_prefix(Namespace ns, std::span<const int64_t> tokens) {
   walk_match(ns, tokens);
-  return result_of_match_path();
+  MatchResult result = result_of_match_path();
+  const TreeNode& walk_end = match_path_.empty() ? *root_ : *match_path_.back();
+  KV_VERIFY(check_match_result(*this, walk_end, ns, tokens, result).empty(),
+            check_match_result(*this, walk_end, ns, tokens, result));
+  return result;
 }
 
 template <typename T>
