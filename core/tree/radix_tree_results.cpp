@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tree/mamba_component.h"
 #include "core/tree/radix_tree_results.h"
 #include "core/tree/swa_component.h"
 
@@ -29,6 +30,37 @@ int64_t aux_evictable_of(const RadixTree& tree, size_t t) {
 
 int64_t aux_protected_of(const RadixTree& tree, size_t t) {
   return tree.aux_protected_size(static_cast<ComponentType>(t));
+}
+
+// The side components whose rules these checks recompute are kvsim's own SWA and Mamba. A
+// third-party component may sit in a side slot (the conformance kit's example component takes
+// kMamba's) with rules of its own: its slot is left to its conformance kit, not judged by
+// SWA's or Mamba's rules here.
+struct SideRules {
+  bool swa_known = true;    // kSwa is empty or holds SwaComponent
+  bool mamba_known = true;  // kMamba is empty or holds MambaComponent
+  int64_t window = 0;       // SwaComponent's window (0: none)
+  bool mamba = false;       // MambaComponent present
+  bool known(size_t t) const {
+    return t == index_of(ComponentType::kSwa)     ? swa_known
+           : t == index_of(ComponentType::kMamba) ? mamba_known
+                                                  : true;
+  }
+};
+
+SideRules side_rules(const RadixTree& tree) {
+  SideRules r;
+  for (const auto& c : tree.components()) {
+    if (c->type() == ComponentType::kSwa) {
+      const auto* swa = dynamic_cast<const SwaComponent*>(c.get());
+      r.swa_known = swa != nullptr;
+      r.window = swa != nullptr ? swa->window() : 0;
+    } else if (c->type() == ComponentType::kMamba) {
+      r.mamba = dynamic_cast<const MambaComponent*>(c.get()) != nullptr;
+      r.mamba_known = r.mamba;
+    }
+  }
+  return r;
 }
 
 }  // namespace
@@ -70,15 +102,9 @@ NodeSlotsBefore check_node_slots(const RadixTree& tree, const TreeNode& node) {
 // through the components' validators): [i] = {device, host} for the prefix ending at path[i].
 static std::vector<std::pair<bool, bool>> check_reference_verdicts(
     const RadixTree& tree, const std::vector<const TreeNode*>& path) {
-  int64_t window = 0;
-  bool mamba = false;
-  for (const auto& c : tree.components()) {
-    if (c->type() == ComponentType::kSwa) {
-      window = dynamic_cast<const SwaComponent&>(*c).window();
-    } else if (c->type() == ComponentType::kMamba) {
-      mamba = true;
-    }
-  }
+  const SideRules rules = side_rules(tree);
+  const int64_t window = rules.window;
+  const bool mamba = rules.mamba;
   std::vector<std::pair<bool, bool>> out;
   out.reserve(path.size());
   for (size_t i = 0; i < path.size(); ++i) {
@@ -163,15 +189,20 @@ std::string check_match_result(const RadixTree& tree, const TreeNode& walk_end, 
     }
   }
   // The result's nodes: the deepest of the path that each rule accepts (the root if none).
+  // A third-party side component's rules are its own (SideRules): then the result's device and
+  // best nodes are taken as given, and only what follows from them is checked.
   const std::vector<std::pair<bool, bool>> verdicts = check_reference_verdicts(tree, path);
-  const TreeNode* want_device = tree.root();
-  const TreeNode* want_best = tree.root();
+  const SideRules rules = side_rules(tree);
+  const bool foreign = !rules.swa_known || !rules.mamba_known;
+  const TreeNode* want_device = foreign ? r.last_device_node : tree.root();
+  const TreeNode* want_best = foreign ? r.best_match_node : tree.root();
   const TreeNode* want_host = tree.root();
   for (size_t i = 0; i < path.size(); ++i) {
-    if (verdicts[i].first) want_device = path[i];
-    if (verdicts[i].second) want_best = path[i];
+    if (!foreign && verdicts[i].first) want_device = path[i];
+    if (!foreign && verdicts[i].second) want_best = path[i];
     if (path[i]->backed_up()) want_host = path[i];
   }
+  if (want_device == nullptr || want_best == nullptr) return where + "a null result node";
   if (r.last_device_node != want_device || r.best_match_node != want_best ||
       r.last_host_node != want_host) {
     return where + "device/best/host nodes " + id_of(r.last_device_node) + "/" +
@@ -276,13 +307,14 @@ std::string check_insert_result(const RadixTree& tree, Namespace ns, std::span<c
   // Adopted side slots: the side pools' evictable counts grew by exactly them.
   const size_t swa = index_of(ComponentType::kSwa);
   const size_t mamba = index_of(ComponentType::kMamba);
-  if (aux_evictable_of(tree, swa) - before.aux_evictable[swa] !=
-      static_cast<int64_t>(r.swa_adopted.size())) {
+  const SideRules rules = side_rules(tree);
+  if (rules.swa_known && aux_evictable_of(tree, swa) - before.aux_evictable[swa] !=
+                             static_cast<int64_t>(r.swa_adopted.size())) {
     return where + std::to_string(r.swa_adopted.size()) + " SWA slots adopted, the tree's SWA " +
            "values grew by " +
            std::to_string(aux_evictable_of(tree, swa) - before.aux_evictable[swa]);
   }
-  if (!r.swa_adopted.empty()) {
+  if (rules.swa_known && !r.swa_adopted.empty()) {
     // ... and they are the request's own, in key order.
     size_t a = 0;
     for (size_t i = aux.owned_from; aux.swa && i < aligned && a < r.swa_adopted.size(); ++i) {
@@ -293,6 +325,7 @@ std::string check_insert_result(const RadixTree& tree, Namespace ns, std::span<c
              " is not the request's own, in key order";
     }
   }
+  if (!rules.mamba_known) return "";
   if (aux_evictable_of(tree, mamba) - before.aux_evictable[mamba] != (r.mamba_adopted ? 1 : 0)) {
     return where + std::string("Mamba ") + (r.mamba_adopted ? "adopted" : "not adopted") +
            ", the tree's Mamba values grew by " +
@@ -335,6 +368,7 @@ std::string check_lock_result(const RadixTree& tree, const TreeNode* anchor,
              ", the deepest device node is " + id_of(top);
     }
     for (size_t t = 1; t < kComponentTypesMax; ++t) {
+      if (!side_rules(tree).known(t)) continue;
       const auto type = static_cast<ComponentType>(t);
       const bool present = std::any_of(tree.components().begin(), tree.components().end(),
                                        [&](const auto& c) { return c->type() == type; });
@@ -384,6 +418,9 @@ std::string check_lock_result(const RadixTree& tree, const TreeNode* anchor,
                                     : before.aux_protected[swa] - aux_protected_of(tree, swa);
   const int64_t mamba_delta = locking ? aux_protected_of(tree, mamba) - before.aux_protected[mamba]
                                       : before.aux_protected[mamba] - aux_protected_of(tree, mamba);
+  const SideRules rules = side_rules(tree);
+  if (!rules.swa_known) swa_moved = swa_delta;
+  if (!rules.mamba_known) mamba_moved = mamba_delta;
   if (swa_moved != swa_delta || mamba_moved != mamba_delta) {
     return where + "SWA/Mamba protected slots moved by " + std::to_string(swa_delta) + "/" +
            std::to_string(mamba_delta) + ", the locked nodes hold " + std::to_string(swa_moved) +
