@@ -24,10 +24,10 @@ assertions stays put and an object file can be compared with the original's):
                   std::min( / std::max(     ->  std::max( / std::min(
 
 Lines are matched with comments and string literals blanked out. KV_ASSERT, KV_VERIFY and
-KV_PROBE statements (all their lines, when the condition spans several) and the bodies of
-checking functions (sanity_check, check, check_*, *_problem, the policy references reference_*,
-the controller's load_sources/append_sources) are not mutated: a weaker check is not a bug in
-the system, and a probe changes no behaviour.
+KV_PROBE statements (all their lines, when the condition spans several), statements that only
+call a checking function, and the bodies of checking functions (sanity_check, check, check_*,
+*_problem, the policy references reference_*, the controller's load_sources/append_sources)
+are not mutated: a weaker check is not a bug in the system, and a probe changes no behaviour.
 
 Enumeration is deterministic: sites are sorted by (file, line, column, operator, text), and a
 mutant's id is its index in that order. `--sample N --seed S` picks N ids with Python's
@@ -57,6 +57,10 @@ SKIP_LINE = re.compile(r"\b(KV_ASSERT|KV_VERIFY|KV_PROBE|KV_PROBE_IF|static_asse
 SKIP_FUNCTION = re.compile(
     r"^(sanity_check|check|check_\w*|\w+_problem|to_string|reference_\w*|load_sources|"
     r"append_sources)$")
+# A statement that only calls a checking function (its result unused: the check asserts inside)
+# is checking code too; deleting it or changing its arguments weakens a check, as a changed
+# KV_ASSERT would (session 27's sample spent 2 of 28 survivors on such calls).
+CHECK_CALL = re.compile(r"^\s*(?:[\w.\->]*?(?:\.|->))?(?:sanity_check|check_\w*|\w+_problem)\(.*\);\s*$")
 FUNC_HEAD = re.compile(r"^[A-Za-z].*?\b([A-Za-z_]\w*)(?:::([A-Za-z_~]\w*))?\s*\(")
 PROBE = re.compile(r"KV_PROBE(?:_IF)?\((?:[^;]*?,\s*)?(\w+)\);", re.S)
 CACHE_NAME = re.compile(r"\b(refresh_leaf\w*|file_(?:device|host)_leaf|file_aux|index_child|"
@@ -236,6 +240,8 @@ def enumerate_file(path):
         if not func or SKIP_FUNCTION.match(func):
             continue
         m = mask(raw)
+        if CHECK_CALL.match(m):
+            continue
         following = next((mask(x) for x in lines[no:no + 3] if x.strip()), "")
         for col, end, op, rep in sites_in_line(m, following):
             before = raw[col:end]

@@ -120,6 +120,11 @@ Key key_of(const Node& n) {
 long fit(long a, long b) {
   return std::min(a, b);
 }
+void store(Cache& c) {
+  check_stored(c, n + 1);
+  c.sanity_check(report);
+  use(c);
+}
 }  // namespace demo
 """
 
@@ -141,6 +146,11 @@ class KindOperators(unittest.TestCase):
         self.assertIn((6, "delete_stmt", "use(node);", ";"), got)
         # Each statement is deleted by one operator only: no mutant twice.
         self.assertEqual(len({(l, b) for l, _, b, _ in got}), len(got))
+
+    def test_a_call_of_a_checking_function_is_not_mutated(self):
+        got = self.sites()
+        self.assertIn((22, "delete_stmt", "use(c);", ";"), got)
+        self.assertFalse([g for g in got if g[0] in (20, 21)], got)
 
     def test_a_give_back_before_a_return_is_skip_rollback(self):
         got = self.sites()
