@@ -149,6 +149,35 @@ static std::vector<std::pair<bool, bool>> check_reference_verdicts(
   return out;
 }
 
+// The nodes root->end, read through parent links (not RadixTree::path_to: the check stays
+// independent of the walks it checks), into `path`; `pos` ends as the tokens they hold. "" when
+// they spell tokens[0, pos) in `ns` within the first `aligned` tokens (and, with `on_device`,
+// none is evicted); otherwise the first node that does not.
+template <typename T>
+static std::string check_path_spells(const TreeNode* end, Namespace ns, std::span<const T> tokens,
+                                     size_t aligned, bool on_device,
+                                     std::vector<const TreeNode*>& path, size_t& pos) {
+  for (const TreeNode* n = end; !n->is_root(); n = n->parent)
+    path.push_back(n);
+  std::reverse(path.begin(), path.end());
+  pos = 0;
+  for (const TreeNode* n : path) {
+    if (n->ns != ns || pos + n->key.size() > aligned || (on_device && n->evicted())) {
+      return "node " + id_of(n) +
+             (on_device ? " of the last node's path is off the key or evicted"
+                        : " lies outside the query");
+    }
+    for (size_t j = 0; j < n->key.size(); ++j) {
+      if (static_cast<int64_t>(n->key[j]) != static_cast<int64_t>(tokens[pos + j])) {
+        return "node " + id_of(n) + " differs from the " + (on_device ? "key" : "query") +
+               " at token " + std::to_string(pos + j);
+      }
+    }
+    pos += n->key.size();
+  }
+  return "";
+}
+
 template <typename T>
 std::string check_match_result(const RadixTree& tree, const TreeNode& walk_end, Namespace ns,
                                std::span<const T> tokens, const MatchResult& r) {
@@ -158,21 +187,10 @@ std::string check_match_result(const RadixTree& tree, const TreeNode& walk_end, 
   // The matched path, read up from its end through parent links: it must spell the tokens.
   const TreeNode* end = &walk_end;
   std::vector<const TreeNode*> path;
-  for (const TreeNode* n = end; !n->is_root(); n = n->parent)
-    path.push_back(n);
-  std::reverse(path.begin(), path.end());
   size_t pos = 0;
-  for (const TreeNode* n : path) {
-    if (n->ns != ns || pos + n->key.size() > aligned) {
-      return where + "node " + id_of(n) + " lies outside the query";
-    }
-    for (size_t j = 0; j < n->key.size(); ++j) {
-      if (static_cast<int64_t>(n->key[j]) != static_cast<int64_t>(tokens[pos + j])) {
-        return where + "node " + id_of(n) + " differs from the query at token " +
-               std::to_string(pos + j);
-      }
-    }
-    pos += n->key.size();
+  if (std::string broken = check_path_spells(end, ns, tokens, aligned, false, path, pos);
+      !broken.empty()) {
+    return where + broken;
   }
   // The match is the longest: no child of its end starts with the next page of the query.
   if (pos < aligned) {
@@ -255,21 +273,10 @@ std::string check_insert_result(const RadixTree& tree, Namespace ns, std::span<c
   if (r.last_node == nullptr) return where + "no last node";
   // last_node ends the key: its path spells the tokens, every node of it on device.
   std::vector<const TreeNode*> path;
-  for (const TreeNode* n = r.last_node; !n->is_root(); n = n->parent)
-    path.push_back(n);
-  std::reverse(path.begin(), path.end());
   size_t pos = 0;
-  for (const TreeNode* n : path) {
-    if (n->ns != ns || n->evicted() || pos + n->key.size() > aligned) {
-      return where + "node " + id_of(n) + " of the last node's path is off the key or evicted";
-    }
-    for (size_t j = 0; j < n->key.size(); ++j) {
-      if (static_cast<int64_t>(n->key[j]) != static_cast<int64_t>(tokens[pos + j])) {
-        return where + "node " + id_of(n) + " differs from the key at token " +
-               std::to_string(pos + j);
-      }
-    }
-    pos += n->key.size();
+  if (std::string broken = check_path_spells(r.last_node, ns, tokens, aligned, true, path, pos);
+      !broken.empty()) {
+    return where + broken;
   }
   if (pos != aligned) {
     return where + "the last node " + id_of(r.last_node) + " ends " + std::to_string(pos) +
