@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/common/assert.h"
+#include "sim/model/api_contract.h"
 #include "sim/model/content_oracle.h"
 #include "sim/model/core_cache.h"
 #include "sim/model/differential_cache.h"
@@ -100,6 +101,13 @@ OpOutcome Executor::apply(const Op& op) {
     if (const std::optional<std::string> broken = check_option_contract(scenario_.cache)) {
       fail("options.contract", *broken);
       mix(0x6f7074);
+      return OpOutcome{.applied = true, .ok = false};
+    }
+    // The API contract (sim/model/api_contract.h): the public calls no driver makes (root locks,
+    // auxiliary setters, held_locks_problem, a decode admit), on small trees of this run's shape.
+    if (const std::optional<std::string> broken = check_api_contract(scenario_.cache)) {
+      fail("api.contract", *broken);
+      mix(0x617069);
       return OpOutcome{.applied = true, .ok = false};
     }
     // The run's configuration as its trace header records it must read back the same, or a
