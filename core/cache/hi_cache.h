@@ -402,7 +402,11 @@ class HiCache {
   std::vector<std::byte> read_host_page(const IndexVector& slots, size_t first) const;
   void write_host_page(const IndexVector& slots, size_t first, std::span<const std::byte> page);
   void check_slot_ownership(SanityReport& report) const;
+  // hi_cache_sanity_inflight.cpp: the in-flight operations' markers and protections,
+  // recomputed from the operation lists that own them.
   void check_inflight(SanityReport& report) const;
+  void check_write_markers(SanityReport& report) const;
+  void check_protect_once(SanityReport& report) const;
   void check_load_sources(SanityReport& report) const;
   // Every node's chain, or (slice) those whose id ≡ slice->first (mod slice->second).
   void check_hash_chains(SanityReport& report,
@@ -428,8 +432,9 @@ class HiCache {
   std::vector<PendingBackup> backups_;  // FIFO
   std::vector<NodeId> finished_backups_;
   int64_t prefetch_tokens_occupied_ = 0;
-  friend struct HiCacheTestPeer;  // tests plant stale counters to exercise the references
-  int64_t segv_at_insert_ = 0;    // test-only crash hook (hi_cache.cpp insert); 0 = off
+  friend struct HiCacheTestPeer;   // tests plant stale counters to exercise the references
+  friend struct InflightTestPeer;  // tests/core/cache/inflight_markers_test.cpp plants state
+  int64_t segv_at_insert_ = 0;     // test-only crash hook (hi_cache.cpp insert); 0 = off
   int64_t inserts_ = 0;
   int64_t last_victim_ = 0;          // slots the last victim of the latest eviction freed (6c)
   int64_t last_host_victim_ = 0;     // the same for the latest evict_host

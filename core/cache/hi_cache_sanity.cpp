@@ -345,76 +345,6 @@ void HiCache::check_load_sources(SanityReport& report) const {
   }
 }
 
-void HiCache::check_inflight(SanityReport& report) const {
-  for (const auto& [id, pending] : pending_writes_) {
-    const TreeNode* n = tree_->find(id);
-    if (n == nullptr || n->evicted() || n->full().lock_ref <= 0 || !n->backed_up()) {
-      report.add("inflight.locked", "pending write's node is not locked on device with a host copy",
-                 id);
-    }
-  }
-  for (const auto& [id, pending] : pending_loads_) {
-    const TreeNode* n = tree_->find(id);
-    if (n == nullptr || n->evicted() || n->full().lock_ref <= 0) {
-      report.add("inflight.locked", "pending load's node is not locked on device", id);
-    }
-    for (NodeId p : pending.protected_nodes) {
-      const TreeNode* pn = tree_->find(p);
-      if (pn == nullptr || pn->full().host_lock_ref <= 0) {
-        report.add("inflight.locked", "pending load's source is not host-protected", p);
-      }
-    }
-  }
-  check_load_sources(report);
-  int64_t occupied = 0;
-  const int64_t page = options_.page_size;
-  for (const auto& [rid, op] : prefetches_) {
-    occupied += op.occupied_tokens;
-    const TreeNode* anchor = tree_->find(op.anchor);
-    if (anchor == nullptr || (!anchor->is_root() && anchor->full().host_lock_ref <= 0)) {
-      report.add("prefetch.accounting", "prefetch anchor is not host-protected", op.anchor);
-    }
-    if (op.host_indices) {
-      const auto allocated = static_cast<int64_t>(op.host_indices->size());
-      if (allocated % page != 0 || op.completed_tokens % page != 0 ||
-          op.completed_tokens > allocated || allocated != op.hit_tokens) {
-        report.add("prefetch.accounting",
-                   "prefetch " + std::to_string(rid) + " host slots misaligned or over-counted");
-      }
-    }
-  }
-  // [host_protection.owned] every host protection belongs to a live operation: a pending load
-  // (its source nodes), a storage backup (queued or finished and not yet acknowledged) or a
-  // prefetch (its anchor). A protection nobody owns is never given back: the node's host copy
-  // can never be evicted again.
-  std::map<NodeId, int64_t> owners;
-  for (const auto& [id, pending] : pending_loads_) {
-    for (NodeId p : pending.protected_nodes)
-      ++owners[p];
-  }
-  for (const PendingBackup& b : backups_)
-    ++owners[b.node];
-  for (NodeId id : finished_backups_)
-    ++owners[id];
-  for (const auto& [rid, op] : prefetches_)
-    ++owners[op.anchor];
-  tree_->for_each_node([&](const TreeNode& n) {
-    const auto it = owners.find(n.id);
-    const int64_t owned = it == owners.end() ? 0 : it->second;
-    if (n.full().host_lock_ref != owned) {
-      report.add("host_protection.owned",
-                 "host_lock_ref " + std::to_string(n.full().host_lock_ref) + " but " +
-                     std::to_string(owned) + " live operation(s) own a protection",
-                 n.id);
-    }
-  });
-  if (occupied != prefetch_tokens_occupied_) {
-    report.add("prefetch.accounting", "prefetch_tokens_occupied " +
-                                          std::to_string(prefetch_tokens_occupied_) +
-                                          " != recomputed " + std::to_string(occupied));
-  }
-}
-
 // [storage.hash_chain] A node's page hashes name its pages in storage: a stale or wrong chain
 // backs pages up under another prefix's key (or loads another prefix's KV). Recomputed from the
 // namespace seed and the node's tokens by the plain reference encoder above (not hash_pages:
@@ -440,7 +370,18 @@ void HiCache::check_hash_chains(SanityReport& report,
     return pages.back();
   };
   tree_->for_each_node([&](const TreeNode& n) {
-    if (n.is_root() || n.hash_value.empty()) return;
+    if (n.is_root()) return;
+    // [storage.hash_complete] With a storage tier every node holds its page hashes: insert
+    // computes them along the inserted path, a prefetch's host insert hands its leaf the keys it
+    // read, a split divides the node's hashes between its halves (and the node always had them),
+    // load-back and eviction make no node. Only the root has none; without a store, none do.
+    if (n.hash_value.empty()) {
+      if (storage_ != nullptr) {
+        report.add("storage.hash_complete",
+                   "a node of a cache with a storage tier holds no page hashes", n.id);
+      }
+      return;
+    }
     if (slice && static_cast<uint64_t>(n.id) % slice->second != slice->first) return;
     chain_end(n, chain_end);
   });
