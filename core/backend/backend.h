@@ -111,6 +111,37 @@ struct BackendViolation {
   std::string detail;  // names both operations involved
 };
 
+// One live handout: a block allocate() returned and free() has not yet been given.
+struct LiveBlock {
+  Block block;
+  std::string label;  // as passed to allocate(): owners recognise their blocks by it
+};
+
+// The backend's memory as a walk of its blocks finds it, beside its own counters
+// (Backend::memory_census). Sizes are reserved (rounded) bytes. A device block is live (handed
+// out), pending (freed, but a stream recorded on it by record_stream has not yet passed the
+// free) or cached (reusable); a pinned host block is live, pending (the CUDA backend waits
+// for its streams before releasing it) or released (no longer counted).
+struct MemoryCensus {
+  std::vector<LiveBlock> live;       // every live handout, by ascending id
+  size_t device_reserved_bytes = 0;  // the backend's counter: live + pending + cached
+  size_t device_live_bytes = 0;
+  size_t device_pending_bytes = 0;
+  size_t device_cached_bytes = 0;
+  size_t device_live_blocks = 0;
+  size_t device_pending_blocks = 0;
+  size_t device_cached_blocks = 0;
+  size_t host_in_use_bytes = 0;  // the backend's counter: live + pending
+  size_t host_live_bytes = 0;
+  size_t host_pending_bytes = 0;
+  size_t host_live_blocks = 0;
+  size_t host_pending_blocks = 0;
+  // "" when the walk and the counters add up (every block in exactly one state, the states'
+  // sums equal to the counters, each deferred free waiting on as many streams as its queues
+  // hold for it); else the first discrepancy.
+  std::string problem;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +164,10 @@ class Backend {
                          std::string_view label) = 0;
   virtual void record_stream(const Block& block, StreamId stream) = 0;
   virtual void free(const Block& block) = 0;
+  // What the backend holds now (MemoryCensus), for conservation checks of its owners
+  // (CacheController::memory_problem, invariant backend.memory_owned). Read only: it runs,
+  // processes and synchronizes nothing (on CUDA no API call at all). O(blocks).
+  virtual MemoryCensus memory_census() const = 0;
 
   // --- Data movement, enqueued on a stream ---
   virtual void copy_async(StreamId stream, const Block& dst, size_t dst_offset, const Block& src,

@@ -222,4 +222,83 @@ std::string CachingAllocator::check() const {
   return "";
 }
 
+MemoryCensus CachingAllocator::census(const StreamProgress& progress) const {
+  MemoryCensus c;
+  c.device_reserved_bytes = device_bytes_;
+  c.host_in_use_bytes = host_bytes_;
+  c.problem = check();
+  auto fail = [&c](const std::string& what) {
+    if (c.problem.empty()) c.problem = what;
+  };
+  // Deferred frees: how many snapshots each pending block still waits for, by the queues.
+  std::map<PhysicalIndex, uint32_t> waits;
+  for (const auto& [stream, queue] : pending_) {
+    for (const PendingFree& f : queue) {
+      ++waits[f.physical];
+      if (f.target > progress.enqueued(stream)) {
+        fail("a deferred free on stream " + std::to_string(stream) +
+             " waits for an op that stream has not enqueued");
+      }
+    }
+  }
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const PhysicalBlock& p = blocks_[i];
+    const bool device = p.kind == MemoryKind::kDevice;
+    auto name = [i] { return "physical block " + std::to_string(i); };
+    const auto w = waits.find(static_cast<PhysicalIndex>(i));
+    const uint32_t queued = w == waits.end() ? 0 : w->second;
+    if (p.state != PhysicalState::kPendingEvents && queued != 0) {
+      fail(name() + " is not waiting to be freed, yet " + std::to_string(queued) +
+           " deferred free(s) name it");
+    }
+    switch (p.state) {
+      case PhysicalState::kLive: {
+        (device ? c.device_live_bytes : c.host_live_bytes) += p.capacity;
+        ++(device ? c.device_live_blocks : c.host_live_blocks);
+        const std::optional<PhysicalIndex> back = physical_of(p.live_id);
+        if (!back || *back != i) fail(name() + ": its live handout maps to another block");
+        if (p.live_bytes > p.capacity) fail(name() + ": live handout larger than the block");
+        if (p.handouts.empty() || p.handouts.back().id != p.live_id) {
+          fail(name() + ": the live handout's record is lost");
+        }
+        c.live.push_back(LiveBlock{
+            .block =
+                Block{.id = p.live_id, .ptr = p.data.get(), .bytes = p.live_bytes, .kind = p.kind},
+            .label = p.handouts.empty() ? std::string() : p.handouts.back().label});
+        break;
+      }
+      case PhysicalState::kPendingEvents:
+        (device ? c.device_pending_bytes : c.host_pending_bytes) += p.capacity;
+        ++(device ? c.device_pending_blocks : c.host_pending_blocks);
+        if (queued != p.events_pending) {
+          fail(name() + " waits for " + std::to_string(p.events_pending) +
+               " stream(s) but the deferred-free queues hold " + std::to_string(queued));
+        }
+        break;
+      case PhysicalState::kCached:
+        c.device_cached_bytes += p.capacity;
+        ++c.device_cached_blocks;
+        break;
+      case PhysicalState::kReleased:
+        break;
+    }
+  }
+  std::sort(c.live.begin(), c.live.end(),
+            [](const LiveBlock& a, const LiveBlock& b) { return a.block.id < b.block.id; });
+  const size_t device_sum = c.device_live_bytes + c.device_pending_bytes + c.device_cached_bytes;
+  if (device_sum != c.device_reserved_bytes) {
+    fail("device bytes: live " + std::to_string(c.device_live_bytes) + " + pending " +
+         std::to_string(c.device_pending_bytes) + " + cached " +
+         std::to_string(c.device_cached_bytes) + " != reserved " +
+         std::to_string(c.device_reserved_bytes));
+  }
+  if (c.host_live_bytes + c.host_pending_bytes != c.host_in_use_bytes) {
+    fail("pinned host bytes: live " + std::to_string(c.host_live_bytes) + " + pending " +
+         std::to_string(c.host_pending_bytes) + " != in use " +
+         std::to_string(c.host_in_use_bytes));
+  }
+  if (c.device_cached_blocks != pool_.size()) fail("cached blocks != pool entries");
+  return c;
+}
+
 }  // namespace kvsim

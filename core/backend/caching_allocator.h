@@ -120,6 +120,9 @@ class CachingAllocator {
   size_t pending_frees() const;
   // "" when the bookkeeping is consistent, else the first problem (O(blocks)).
   std::string check() const;
+  // Every live handout and the bytes and blocks in each state, against the counters
+  // (backend.h MemoryCensus; its problem includes check()'s). Read only. O(blocks + frees).
+  MemoryCensus census(const StreamProgress& progress) const;
 
  private:
   struct PendingFree {

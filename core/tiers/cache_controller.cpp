@@ -81,8 +81,10 @@ ResolvedIndices CacheController::move_indices(const IndexVector& src, const Inde
             "move_indices takes host-resident indices");
   // New objects: the tree's vectors stay host-resident whatever happens to these (seed 001).
   return ResolvedIndices{
-      IndexVector::on_device(src.tier(), src.to_vector(), upload_indices(src, "src indices")),
-      IndexVector::on_device(dst.tier(), dst.to_vector(), upload_indices(dst, "dst indices"))};
+      IndexVector::on_device(src.tier(), src.to_vector(),
+                             upload_indices(src, std::string(kSrcIndicesLabel))),
+      IndexVector::on_device(dst.tier(), dst.to_vector(),
+                             upload_indices(dst, std::string(kDstIndicesLabel)))};
 }
 
 void CacheController::release_after(const ResolvedIndices& indices, StreamId stream) {
@@ -433,6 +435,97 @@ void CacheController::check_polled(const std::vector<TransferAck>& done,
     KV_ASSERT(done[i - 1].id < done[i].id, "transfer.result: acks polled out of issue order");
   KV_ASSERT(done.empty() || rest.empty() || done.back().id < rest.front().id,
             "transfer.result: an ack polled ahead of an older one still queued");
+}
+
+// --- Conservation of the backend's memory (invariant backend.memory_owned; read only).
+
+std::string CacheController::memory_problem() const {
+  return check_memory(nullptr);
+}
+
+std::string CacheController::memory_problem(std::span<const Block> outside) const {
+  return check_memory(&outside);
+}
+
+std::string CacheController::check_memory(const std::span<const Block>* outside) const {
+  const MemoryCensus census = backend_.memory_census();
+  if (!census.problem.empty()) return "the backend's accounting: " + census.problem;
+  // The owners this controller can name, each with the block it holds.
+  struct Owner {
+    std::string name;
+    Block block;
+    size_t bytes = 0;  // 0: any size (an outside block)
+    bool found = false;
+  };
+  std::vector<Owner> owners;
+  auto pool = [&owners](std::string name, const KVPool& p) {
+    owners.push_back(Owner{std::move(name), p.block(), p.view().total_bytes()});
+  };
+  pool("the device KV pool", device_pool_);
+  pool("the host KV pool", host_pool_);
+  for (size_t i = 0; i < side_pools_.size(); ++i) {
+    if (side_pools_[i].device == nullptr) continue;
+    const std::string name(to_string(static_cast<PoolName>(i)));
+    pool("the " + name + " device pool", *side_pools_[i].device);
+    pool("the " + name + " host pool", *side_pools_[i].host);
+  }
+  if (outside != nullptr) {
+    for (const Block& b : *outside) {
+      if (b.valid()) owners.push_back(Owner{"an outside owner", b, 0});
+    }
+  }
+  for (size_t i = 0; i < owners.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (owners[j].block.id == owners[i].block.id) {
+        return "block " + std::to_string(owners[i].block.id) + " is named by both " +
+               owners[j].name + " and " + owners[i].name;
+      }
+    }
+  }
+  auto describe = [](const LiveBlock& b) {
+    return "block " + std::to_string(b.block.id) + " '" + b.label + "' (" +
+           std::to_string(b.block.bytes) + " bytes of " +
+           std::string(to_string(residency_of(b.block.kind))) + " memory)";
+  };
+  int64_t src = 0;
+  int64_t dst = 0;
+  for (const LiveBlock& live : census.live) {
+    auto owner = std::find_if(owners.begin(), owners.end(),
+                              [&](const Owner& o) { return o.block.id == live.block.id; });
+    if (owner != owners.end()) {
+      const Block& b = owner->block;
+      if (b.ptr != live.block.ptr || b.kind != live.block.kind || b.bytes != live.block.bytes ||
+          (owner->bytes != 0 && b.bytes != owner->bytes)) {
+        return owner->name + "'s block does not match the backend's " + describe(live);
+      }
+      owner->found = true;
+      continue;
+    }
+    const bool is_src = live.label == kSrcIndicesLabel;
+    if (is_src || live.label == kDstIndicesLabel) {
+      if (live.block.kind != MemoryKind::kDevice || live.block.bytes % sizeof(SlotIndex) != 0) {
+        return "index buffer " + describe(live) + " is not a device array of slot indices";
+      }
+      ++(is_src ? src : dst);
+      continue;
+    }
+    if (outside != nullptr) return describe(live) + " is owned by no one the cache can name (leak)";
+  }
+  for (const Owner& o : owners) {
+    if (!o.found) {
+      return o.name + "'s block " + std::to_string(o.block.id) +
+             " is not live in the backend (freed under its owner)";
+    }
+  }
+  if (src + dst != live_index_buffers_ || src != dst) {
+    return "the backend holds " + std::to_string(src + dst) + " live transfer index buffer(s) (" +
+           std::to_string(src) + " src, " + std::to_string(dst) + " dst); the controller counts " +
+           std::to_string(live_index_buffers_) +
+           (src + dst > live_index_buffers_
+                ? ": release_after counted buffers as given back that were never freed (leak)"
+                : ": buffers were freed that the controller still counts");
+  }
+  return "";
 }
 
 }  // namespace kvsim

@@ -24,14 +24,19 @@
 //     every transfer of that layer in every pool (main and side pools): a forward that waits
 //     for layer i alone must find all of layer i landed (KV_ASSERT in start_loading);
 //  6. [transfers.index_buffers_returned] every index buffer move_indices uploads is given back
-//     by release_after: live_index_buffers() is 0 between calls (HiCache::sanity_check).
+//     by release_after: live_index_buffers() is 0 between calls (HiCache::sanity_check);
+//  7. [backend.memory_owned] the backend's memory is conserved (memory_problem): its counters
+//     add up, every pool block is live, and the index buffers it still holds are exactly the
+//     live_index_buffers() counted here — a buffer counted as released but never freed leaks.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -144,6 +149,24 @@ class CacheController {
 
   // Index buffers uploaded by move_indices and not yet given back by release_after.
   int64_t live_index_buffers() const { return live_index_buffers_; }
+  // The allocation labels of those buffers: the backend's census names them by these.
+  static constexpr std::string_view kSrcIndicesLabel = "src indices";
+  static constexpr std::string_view kDstIndicesLabel = "dst indices";
+  // [backend.memory_owned] Conservation of the backend's memory (Backend::memory_census):
+  //  - the backend's own counters add up (live + pending frees + cached = reserved);
+  //  - every pool block this controller names (device and host, main and side pools) is live
+  //    in the backend with its pool's size, and no two owners name the same block;
+  //  - the live blocks labelled as index buffers are device blocks, as many src as dst, and
+  //    exactly live_index_buffers() of them: more means release_after counted a buffer as
+  //    given back that the backend still holds (a leak), fewer that one was freed uncounted.
+  //    A freed buffer whose free waits for its copy's stream (record_stream) is no longer live.
+  // Live blocks labelled otherwise belong to the caller (a simulator's scratch buffer, a sparse
+  // index buffer) and are not judged by the first form. The second form names them in
+  // `outside` and makes the account complete: every live block must then be a pool's, an index
+  // buffer or one of `outside`, else it is reported as owned by no one. "" when it holds.
+  // Read only; O(blocks). For the full sanity checks (HiCache::sanity_check).
+  std::string memory_problem() const;
+  std::string memory_problem(std::span<const Block> outside) const;
   size_t pending_writes() const { return write_acks_.size(); }
   size_t pending_loads() const { return load_acks_.size() + load_queue_.size(); }
   // Makes `stream` wait for every issued load anchored at `node` (its ack not yet consumed).
@@ -194,6 +217,7 @@ class CacheController {
                              const std::vector<ResolvedPoolTransfer>& resolved);
   static void check_polled(const std::vector<TransferAck>& done,
                            const std::deque<TransferAck>& rest);
+  std::string check_memory(const std::span<const Block>* outside) const;
 
   Backend& backend_;
   DeviceKVPool& device_pool_;

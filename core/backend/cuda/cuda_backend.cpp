@@ -92,8 +92,9 @@ void CudaBackend::synchronize() {
 
 Block CudaBackend::allocate(MemoryKind kind, size_t bytes, StreamId stream,
                             std::string_view label) {
-  (void)label;  // the CUDA backend names nothing in reports: it makes none
-  return allocator_.allocate(kind, bytes, stream);
+  // The CUDA backend names nothing in violation reports (it makes none); the label names the
+  // block in memory_census, where its owner recognises it.
+  return allocator_.allocate(kind, bytes, stream, label);
 }
 
 void CudaBackend::record_stream(const Block& block, StreamId stream) {

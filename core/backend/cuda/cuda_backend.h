@@ -94,6 +94,7 @@ class CudaBackend final : public Backend {
   Block allocate(MemoryKind kind, size_t bytes, StreamId stream, std::string_view label) override;
   void record_stream(const Block& block, StreamId stream) override;
   void free(const Block& block) override;
+  MemoryCensus memory_census() const override { return allocator_.census(); }
 
   void copy_async(StreamId stream, const Block& dst, size_t dst_offset, const Block& src,
                   size_t src_offset, size_t bytes, std::string_view label) override;

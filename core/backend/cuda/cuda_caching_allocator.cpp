@@ -1,5 +1,6 @@
 #include "core/backend/cuda/cuda_caching_allocator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -34,7 +35,8 @@ CudaCachingAllocator::~CudaCachingAllocator() {
   }
 }
 
-Block CudaCachingAllocator::allocate(MemoryKind kind, size_t bytes, StreamId stream) {
+Block CudaCachingAllocator::allocate(MemoryKind kind, size_t bytes, StreamId stream,
+                                     std::string_view label) {
   KV_ASSERT(streams_.exists(stream), "allocate on unknown stream " + std::to_string(stream));
   const size_t rounded = round_up(bytes);
   process_events();  // as PyTorch's malloc: first return blocks whose events passed
@@ -49,6 +51,7 @@ Block CudaCachingAllocator::allocate(MemoryKind kind, size_t bytes, StreamId str
   p.live_id = id;
   p.live_bytes = bytes;
   p.stream_uses.clear();
+  p.label.assign(label);
   live_.emplace(id, index);
   return Block{.id = id, .ptr = p.ptr, .bytes = bytes, .kind = kind};
 }
@@ -232,6 +235,83 @@ size_t CudaCachingAllocator::pending_frees() const {
   for (const auto& [stream, queue] : pending_)
     n += queue.size();
   return n;
+}
+
+MemoryCensus CudaCachingAllocator::census() const {
+  MemoryCensus c;
+  c.device_reserved_bytes = device_bytes_;
+  c.host_in_use_bytes = host_bytes_;
+  auto fail = [&c](const std::string& what) {
+    if (c.problem.empty()) c.problem = what;
+  };
+  std::unordered_map<uint32_t, uint32_t> waits;  // deferred-free queue entries per block
+  for (const auto& [stream, queue] : pending_) {
+    for (const PendingFree& f : queue)
+      ++waits[f.index];
+  }
+  size_t released = 0;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Physical& p = blocks_[i];
+    const bool device = p.kind == MemoryKind::kDevice;
+    auto name = [i] { return "physical block " + std::to_string(i); };
+    const auto w = waits.find(static_cast<uint32_t>(i));
+    const uint32_t queued = w == waits.end() ? 0 : w->second;
+    if (p.state != State::kPending && queued != 0) {
+      fail(name() + " is not waiting to be freed, yet deferred frees name it");
+    }
+    if ((p.state == State::kLive) != (p.live_id != 0)) fail(name() + ": live state");
+    if ((p.state == State::kReleased) != (p.ptr == nullptr)) fail(name() + ": released");
+    switch (p.state) {
+      case State::kLive: {
+        (device ? c.device_live_bytes : c.host_live_bytes) += p.capacity;
+        ++(device ? c.device_live_blocks : c.host_live_blocks);
+        const auto it = live_.find(p.live_id);
+        if (it == live_.end() || it->second != i) fail(name() + ": not in the live map");
+        if (p.live_bytes > p.capacity) fail(name() + ": live handout larger than the block");
+        c.live.push_back(LiveBlock{
+            .block = Block{.id = p.live_id, .ptr = p.ptr, .bytes = p.live_bytes, .kind = p.kind},
+            .label = p.label});
+        break;
+      }
+      case State::kPending:
+        (device ? c.device_pending_bytes : c.host_pending_bytes) += p.capacity;
+        ++(device ? c.device_pending_blocks : c.host_pending_blocks);
+        if (p.events_pending == 0 || queued != p.events_pending) {
+          fail(name() + " waits for " + std::to_string(p.events_pending) +
+               " event(s) but the deferred-free queues hold " + std::to_string(queued));
+        }
+        break;
+      case State::kCached:
+        if (!device) fail(name() + ": a cached pinned host block");
+        if (pool_.count({p.home, p.capacity, static_cast<uint32_t>(i)}) != 1) {
+          fail(name() + ": cached but not in its pool");
+        }
+        c.device_cached_bytes += p.capacity;
+        ++c.device_cached_blocks;
+        break;
+      case State::kReleased:
+        ++released;
+        break;
+    }
+  }
+  std::sort(c.live.begin(), c.live.end(),
+            [](const LiveBlock& a, const LiveBlock& b) { return a.block.id < b.block.id; });
+  if (c.live.size() != live_.size()) fail("live handouts != the live map's entries");
+  if (released != unused_slots_.size()) fail("released blocks != recyclable slots");
+  if (c.device_live_bytes + c.device_pending_bytes + c.device_cached_bytes !=
+      c.device_reserved_bytes) {
+    fail("device bytes: live " + std::to_string(c.device_live_bytes) + " + pending " +
+         std::to_string(c.device_pending_bytes) + " + cached " +
+         std::to_string(c.device_cached_bytes) + " != reserved " +
+         std::to_string(c.device_reserved_bytes));
+  }
+  if (c.host_live_bytes + c.host_pending_bytes != c.host_in_use_bytes) {
+    fail("pinned host bytes: live " + std::to_string(c.host_live_bytes) + " + pending " +
+         std::to_string(c.host_pending_bytes) + " != in use " +
+         std::to_string(c.host_in_use_bytes));
+  }
+  if (c.device_cached_blocks != pool_.size()) fail("cached blocks != pool entries");
+  return c;
 }
 
 }  // namespace kvsim

@@ -33,6 +33,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -58,7 +59,8 @@ class CudaCachingAllocator {
   CudaCachingAllocator(const CudaCachingAllocator&) = delete;
   CudaCachingAllocator& operator=(const CudaCachingAllocator&) = delete;
 
-  Block allocate(MemoryKind kind, size_t bytes, StreamId stream);
+  // `label` names the handout in memory_census (its owner's name for it).
+  Block allocate(MemoryKind kind, size_t bytes, StreamId stream, std::string_view label = {});
   void record_stream(const Block& block, StreamId stream);
   void free(const Block& block);
 
@@ -73,6 +75,9 @@ class CudaCachingAllocator {
   size_t host_bytes_in_use() const { return host_bytes_; }
   size_t cached_blocks() const { return pool_.size(); }
   size_t pending_frees() const;
+  // Every live handout and the bytes and blocks in each state, against the counters
+  // (backend.h MemoryCensus). Bookkeeping only: no CUDA call, nothing synchronized. O(blocks).
+  MemoryCensus census() const;
 
  private:
   enum class State : uint8_t { kLive, kPending, kCached, kReleased };
@@ -86,6 +91,7 @@ class CudaCachingAllocator {
     size_t live_bytes = 0;
     std::set<StreamId> stream_uses;
     uint32_t events_pending = 0;
+    std::string label;  // the live (or latest) handout's
   };
   struct PendingFree {
     CUevent_st* event = nullptr;
