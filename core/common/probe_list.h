@@ -15,6 +15,7 @@
   X(tree_split_evicted, "core/tree/radix_tree.cpp", "a host-only (device-evicted) node is split", "") \
   X(tree_split_host_protected, "core/tree/radix_tree.cpp", "a node is split while a load, backup or prefetch protects its host copy", "") \
   X(tree_insert_recompute_evicted, "core/tree/radix_tree.cpp", "insert finds an evicted node on its path and gives it the request's recomputed slots", "") \
+  X(tree_insert_diverge_at_grandchild, "core/tree/radix_tree_insert.cpp", "an insert's walk diverges inside a node (whole pages matched, fewer than the node holds) and that node has a child whose first page is the insert's diverging page", "") \
   X(tree_insert_host_refused, "core/tree/radix_tree.cpp", "a host insert (prefetch) stops at a node with no host copy", "") \
   X(tree_ns_shared_tokens, "core/tree/radix_tree.cpp", "two namespaces hold the same first page under the root", "") \
   X(full_lock_skips_evicted, "core/tree/full_component.cpp", "a lock anchored on an evicted node starts at its first device ancestor", "") \

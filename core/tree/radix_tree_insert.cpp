@@ -120,6 +120,9 @@ InsertResult RadixTree::insert_tokens(Namespace ns, std::span<const T> tokens,
     if (child == nullptr) break;
     const size_t n = common_prefix(child->key, rest);
     steps.push_back(InsertStep{child, pos, n});
+    KV_PROBE_IF(n < child->key.size() && n < rest.size() &&
+                    find_child(*child, ns, rest.subspan(n)) != nullptr,
+                tree_insert_diverge_at_grandchild);
     pos += n;
     if (n < child->key.size()) break;
     at = child;

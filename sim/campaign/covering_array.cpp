@@ -218,7 +218,7 @@ const CoveringArray& swarm_covering_array() {
     s.factors[kFactorNamespaces] = {"namespaces", {"one", "several", "several_cross"}};
     s.factors[kFactorComponents] = {"components", {"full", "swa", "mamba", "swa_mamba", "pd"}};
     s.factors[kFactorFaults] = {"faults", {"off", "sparse", "dense"}};
-    s.factors[kFactorTreeShape] = {"tree_shape", {"fan_out", "deep", "fork", "mixed"}};
+    s.factors[kFactorTreeShape] = {"tree_shape", {"fan_out", "deep", "fork", "mixed", "mosaic"}};
     s.factors[kFactorPage] = {"page", {"one", "odd", "small_pow2", "large"}};
     s.factors[kFactorWritePolicy] = {"write_policy", {"write_through", "selective", "write_back"}};
     s.factors[kFactorPressure] = {"pressure", {"starved", "roomy", "host_small"}};

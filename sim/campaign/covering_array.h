@@ -68,7 +68,7 @@ enum SwarmFactor : size_t {
   kFactorNamespaces,   // one, several, several_cross
   kFactorComponents,   // full, swa, mamba, swa_mamba, pd
   kFactorFaults,       // off, sparse, dense
-  kFactorTreeShape,    // fan_out, deep, fork, mixed
+  kFactorTreeShape,    // fan_out, deep, fork, mixed, mosaic
   kFactorPage,         // one, odd, small_pow2, large
   kFactorWritePolicy,  // write_through, selective, write_back
   kFactorPressure,     // starved, roomy, host_small

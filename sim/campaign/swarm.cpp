@@ -25,7 +25,9 @@ int64_t largest_request(const WorkloadOptions& w) {
 }
 
 // The workload kind of a tree shape (covering array factor tree_shape): wide fan-out under
-// shared system prompts, deep chains of turns, forks and adversarial shapes, or a mix.
+// shared system prompts, deep chains of turns, forks and adversarial shapes, a mix, or page
+// mosaics (whole pages recombined: divergences inside nodes whose children begin with the
+// diverging page).
 WorkloadKind draw_kind(Rng& rng, size_t tree_shape) {
   switch (tree_shape) {
     case 0:
@@ -35,8 +37,10 @@ WorkloadKind draw_kind(Rng& rng, size_t tree_shape) {
     case 2:
       return pick(rng,
                   {WorkloadKind::kFork, WorkloadKind::kAdversarial, WorkloadKind::kAdversarial});
-    default:
+    case 3:
       return pick(rng, {WorkloadKind::kMixed, WorkloadKind::kUniform});
+    default:
+      return WorkloadKind::kPageMosaic;
   }
 }
 
@@ -172,6 +176,13 @@ Scenario draw_scenario(uint64_t seed) {
     s.workload.prompt_max = std::max(s.workload.prompt_max, s.workload.prompt_min + 3 * 128);
   }
   const int64_t page = c.page_size;
+  if (s.workload.kind == WorkloadKind::kPageMosaic) {
+    // Prompts of several pages at any page size; an alphabet of 2 to 8 pages, on its own
+    // stream (no other draw of the seed moves).
+    s.workload.prompt_max = std::max(s.workload.prompt_max, s.workload.prompt_min + 3 * page);
+    Rng alphabet = rng_stream(seed, "swarm.page_alphabet");
+    s.workload.page_alphabet = pick<int64_t>(alphabet, {2, 2, 3, 3, 4, 6, 8});
+  }
   c.layer_count = static_cast<int32_t>(rng.between(1, 3));
   c.item_bytes = pick<size_t>(rng, {8, 16, 24});
   // A storage tier needs the host tier.
@@ -294,6 +305,7 @@ std::vector<std::string> features(const Scenario& s) {
   tag(w.vocab > 65536, "large_vocab");
   tag(w.burst > 1, "burst");
   tag(w.kind == WorkloadKind::kFork || w.kind == WorkloadKind::kAdversarial, "fork");
+  tag(w.kind == WorkloadKind::kPageMosaic, "page_mosaic");
   tag(w.output_max >= 32, "long_decode");
   tag(c.device_tokens < 2 * (w.system_prompt_tokens + 4 * w.prompt_max + w.output_max),
       "starved_device");

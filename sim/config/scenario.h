@@ -24,6 +24,7 @@ enum class WorkloadKind : uint8_t {
   kMooncake = 5,      // a Mooncake trace file (hash ids expanded to tokens)
   kFork = 6,          // an earlier prompt cut at a random token offset, then a fresh turn
   kAdversarial = 7,   // every generator above but Mooncake, forks included
+  kPageMosaic = 8,    // whole pages of a small alphabet, recombined (sim/workload/page_mosaic.h)
 };
 
 struct WorkloadOptions {
@@ -46,6 +47,7 @@ struct WorkloadOptions {
   // Namespaces other than 0 get 63-bit ids (a fixed hash of 1, 2, ...) instead of 1, 2, ...:
   // SGLang's extra_key is any string, so a tenant's id is any value, not a small integer.
   bool wide_namespace_ids = false;
+  int64_t page_alphabet = 4;  // kPageMosaic: distinct pages prompts are assembled from
 };
 
 enum class SchedulerMode : uint8_t { kNormal = 0, kPd = 1 };

@@ -122,6 +122,9 @@ std::vector<FieldChoice> workload_kind_choices() {
       {"adversarial",
        "each request from one of the generators above but mooncake, forks "
        "included"},
+      {"page_mosaic",
+       "whole pages of a small alphabet (`page_alphabet`), recombined: forks inside a node "
+       "diverging with a page that begins its child, suffixes, repeats (docs/hunt.md)"},
   };
 }
 
@@ -479,6 +482,10 @@ std::vector<FieldSpec> make_fields() {
       "Namespaces other than 0 get 63-bit ids (a fixed hash of 1, 2, ...) instead of "
       "1, 2, ...: a tenant's id (SGLang's extra_key) is any value, and storage keys and "
       "namespace seeds must use all of its bits."));
+  add(integer(
+      "workload", "page_alphabet", 1, 1 << 16,
+      [](Scenario & s) -> auto& { return s.workload.page_alphabet; },
+      "page_mosaic: distinct pages (of `cache.page_size` tokens) prompts are assembled from."));
 
   // --- scheduler ---
   add(section("", "scheduler", "The SGLang scheduler model."));

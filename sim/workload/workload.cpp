@@ -6,6 +6,7 @@
 
 #include "sim/base/rng.h"
 #include "sim/workload/mooncake.h"
+#include "sim/workload/page_mosaic.h"
 
 namespace kvsim::sim {
 namespace {
@@ -38,19 +39,23 @@ class Generator final : public ArrivalSource {
     sessions_.resize(static_cast<size_t>(w_.sessions));
     for (Session& session : sessions_)
       session.ns = rng_.below(static_cast<uint64_t>(w_.namespaces));
+    // Only page mosaics draw an alphabet (no other kind's draws move).
+    if (w_.kind == WorkloadKind::kPageMosaic) mosaic_.emplace(w_, s.cache.page_size, rng_);
   }
 
   bool next(Arrival& a) override {
     if (produced_ >= w_.requests) return false;
     a = Arrival{};
     a.rid = static_cast<RequestId>(++produced_);
-    if (burst_left_ == 0) {
+    // A page mosaic's family arrives on one tick (no draw otherwise).
+    const bool family = mosaic_ && mosaic_->family_pending();
+    if (burst_left_ == 0 && !family) {
       // Exponential inter-arrival times: a Poisson process of the given rate (of bursts).
       const double u = (static_cast<double>(rng_.next() >> 11) + 1.0) / 9007199254740993.0;
       time_ += -std::log(u) / w_.arrival_rate;
       burst_left_ = w_.burst > 1 ? rng_.between(1, w_.burst) : 1;  // no draw by default
     }
-    --burst_left_;
+    if (!family) --burst_left_;
     a.tick = static_cast<uint64_t>(time_);
     a.output_len = rng_.between(w_.output_min, w_.output_max);
     WorkloadKind kind = w_.kind;
@@ -172,6 +177,9 @@ class Generator final : public ArrivalSource {
         a.recipe.push_back(tokens(turn, prompt));
         break;
       }
+      case WorkloadKind::kPageMosaic:
+        mosaic_->fill(rng_, a, prompt);
+        break;
       case WorkloadKind::kUniform:
       case WorkloadKind::kMixed:
       case WorkloadKind::kMooncake:
@@ -194,6 +202,7 @@ class Generator final : public ArrivalSource {
   std::vector<SystemPrompt> prompts_;
   std::deque<Source> sources_;
   std::vector<Session> sessions_;
+  std::optional<PageMosaic> mosaic_;
 };
 
 class ListSource final : public ArrivalSource {
