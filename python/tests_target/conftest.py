@@ -16,3 +16,10 @@ except ImportError:  # pragma: no cover - exercised only on machines without tor
     if __name__ != "__main__":
         pytest.exit("torch is not installed (apt install python3-torch); SGLang-target tests skipped",
                     returncode=77)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _zygote_stopped_at_the_end():
+    yield
+    from sglang_src import stop_zygote
+    stop_zygote()

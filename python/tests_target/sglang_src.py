@@ -51,6 +51,63 @@ def cache_dir() -> str:
     return target.default_cache_dir()
 
 
+# A zygote (kvsim.sglang_target.zygote) for the tests that run the kvsim binary: started at the
+# first such test, stopped at the session's end (conftest.py). Each of those tests used to start
+# a driver that imported torch and loaded SGLang (~2 s) for a run of ~0.3 s; the zygote does both
+# once per source, and its drivers answer as a spawned driver does (test_zygote.py). Without it
+# (KVSIM_TEST_ZYGOTE=0, or where it does not start) the tests spawn their drivers as before.
+_ZYGOTE = {}
+
+
+def _zygote_socket():
+    if os.environ.get("KVSIM_TEST_ZYGOTE", "1") == "0":
+        return None
+    if "socket" in _ZYGOTE:
+        return _ZYGOTE["socket"]
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    folder = tempfile.mkdtemp(prefix="kvsim-zygote-")
+    path = os.path.join(folder, "socket")
+    log = open(os.path.join(folder, "stderr"), "w", encoding="utf-8")  # noqa: SIM115 - kept open
+    proc = subprocess.Popen([sys.executable, "-m", "kvsim.sglang_target.zygote", "--socket", path],
+                            stdin=subprocess.PIPE, stdout=log, stderr=log,
+                            env=dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0")))
+    _ZYGOTE.update(socket=None, proc=proc, folder=folder, log=log)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if os.path.exists(path):
+        _ZYGOTE["socket"] = path
+    return _ZYGOTE["socket"]
+
+
+def stop_zygote():
+    proc = _ZYGOTE.pop("proc", None)
+    if proc is not None:
+        proc.stdin.close()  # the zygote ends its fork servers, which end their drivers
+        try:
+            proc.wait(timeout=60)
+        except Exception:  # noqa: BLE001
+            proc.kill()
+            proc.wait()
+        _ZYGOTE.pop("log").close()
+        shutil.rmtree(_ZYGOTE.pop("folder"), ignore_errors=True)
+    _ZYGOTE.clear()
+
+
+def kvsim_env(**extra):
+    """The environment of a test's kvsim process with SGLang's target: the extracted bundle's
+    cache, KVSIM_SGLANG_FORK=0 (a driver spawned per run) and, where it runs, the tests' zygote,
+    which takes the spawn's place."""
+    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    socket = _zygote_socket()
+    if socket is not None:
+        env["KVSIM_SGLANG_ZYGOTE"] = socket
+    env.update(extra)
+    return env
+
+
 def bundle_or_skip() -> str:
     bundle = target.default_bundle_path()
     if not os.path.isfile(bundle):

@@ -315,13 +315,13 @@ def test_the_shrunk_swa_tail_traces_replay_at_the_newest_snapshot(trace, invaria
     chunk's insert freeing FULL KV the tree still holds, which a later request overwrites."""
     import os
     import subprocess
-    from sglang_src import cache_dir, sglang_checkout
+    from sglang_src import kvsim_env, sglang_checkout
     exe = os.path.join(os.environ.get("KVSIM_BUILD_DIR", ""), "tools", "kvsim")
     if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
         pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
     sglang_checkout(NEWEST)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hybrid_units", trace)
-    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    env = kvsim_env()
     r = subprocess.run([exe, "replay", path, "--sglang-src", f"bundle:{NEWEST}"], capture_output=True, text=True,
                        env=env, timeout=300)
     out = r.stdout + r.stderr

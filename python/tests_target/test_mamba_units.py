@@ -9,7 +9,7 @@ import os
 import subprocess
 
 import pytest
-from sglang_src import cache_dir, driver, fresh_process_state, lifecycle, sglang_checkout  # noqa: F401
+from sglang_src import driver, fresh_process_state, kvsim_env, lifecycle, sglang_checkout  # noqa: F401
 from test_mamba_hicache import CALLS, SCENARIO
 
 FIX, PARENT_001, PARENT_000, FIX_000 = ("sglang-21835fb0af", "sglang-82254bd9c5", "sglang-900aad5f72",
@@ -105,7 +105,7 @@ def _kvsim(*args, tag):
     if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
         pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
     sglang_checkout(tag)
-    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    env = kvsim_env()
     return subprocess.run([exe, *args, "--sglang-src", f"bundle:{tag}"], capture_output=True, text=True,
                           env=env, timeout=300)
 

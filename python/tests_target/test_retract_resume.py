@@ -9,7 +9,7 @@ import os
 import subprocess
 
 import pytest
-from sglang_src import cache_dir, sglang_checkout, target
+from sglang_src import cache_dir, kvsim_env, sglang_checkout, target
 
 NEWEST, SEED003, FIX003 = "sglang-6ed5780c4f", "sglang-e264b5785d", "sglang-ec4560304b"
 
@@ -157,7 +157,7 @@ def _kvsim():
 
 def _replay(trace, tag):
     sglang_checkout(tag)
-    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    env = kvsim_env()
     return subprocess.run([_kvsim(), "replay", os.path.join(_TRACES, trace), "--sglang-src", f"bundle:{tag}",
                            "--expect-clean"], capture_output=True, text=True, env=env, timeout=300)
 

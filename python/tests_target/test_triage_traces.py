@@ -55,7 +55,7 @@ import shutil
 import subprocess
 
 import pytest
-from sglang_src import cache_dir, sglang_checkout
+from sglang_src import cache_dir, kvsim_env, sglang_checkout
 
 NEWEST, FIX001, FIX004 = "sglang-6ed5780c4f", "sglang-21835fb0af", "sglang-4a04a9818e"
 PARENT002, FIX002, PARENT003 = "sglang-c016246b0f", "sglang-e4378ff37f", "sglang-e264b5785d"
@@ -69,7 +69,7 @@ def _replay(trace, tag, src=None):
     if not os.environ.get("KVSIM_BUILD_DIR") or not os.access(exe, os.X_OK):
         pytest.skip("kvsim binary not built (KVSIM_BUILD_DIR/tools/kvsim)")
     sglang_checkout(tag)
-    env = dict(os.environ, KVSIM_SGLANG_CACHE=cache_dir(), KVSIM_SGLANG_FORK="0")
+    env = kvsim_env()
     r = subprocess.run([exe, "replay", os.path.join(_TRACES, trace), "--sglang-src", src or f"bundle:{tag}",
                         "--expect-clean"], capture_output=True, text=True, env=env, timeout=300)
     return r, r.stdout + r.stderr

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,8 +21,6 @@ extern char** environ;
 
 namespace kvsim::sim {
 
-namespace {
-
 std::string temp_stderr_path() {
   const char* dir = std::getenv("TMPDIR");
   std::string path =
@@ -32,7 +33,71 @@ std::string temp_stderr_path() {
   return std::string(buf.data());
 }
 
-}  // namespace
+std::vector<std::string> driver_environment(const std::vector<std::string>& python_path,
+                                            const std::vector<std::string>& env_defaults) {
+  // Ours, with python_path in front of PYTHONPATH (built here, not with setenv: hunts run units
+  // on several threads).
+  std::vector<std::string> env_strings;
+  std::string pythonpath;
+  for (const std::string& p : python_path) {
+    if (!pythonpath.empty()) pythonpath += ":";
+    pythonpath += p;
+  }
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0) {
+      const std::string old = *e + 11;
+      if (!old.empty()) pythonpath += (pythonpath.empty() ? "" : ":") + old;
+      continue;
+    }
+    env_strings.emplace_back(*e);
+  }
+  if (!pythonpath.empty()) env_strings.push_back("PYTHONPATH=" + pythonpath);
+  for (const std::string& d : env_defaults) {
+    const std::string name = d.substr(0, d.find('=') + 1);
+    const bool present =
+        std::any_of(env_strings.begin(), env_strings.end(),
+                    [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
+    if (!present) env_strings.push_back(d);
+  }
+  return env_strings;
+}
+
+std::optional<nlohmann::json> unix_socket_call(const std::string& path,
+                                               const nlohmann::json& request, int timeout_s) {
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) return std::nullopt;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  const timeval tv{.tv_sec = timeout_s, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return std::nullopt;
+  }
+  const std::string line = request.dump() + "\n";
+  for (size_t sent = 0; sent < line.size();) {
+    const ssize_t n = ::send(fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return std::nullopt;
+    sent += static_cast<size_t>(n);
+  }
+  std::string reply;
+  char buf[4096];
+  while (reply.find('\n') == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return std::nullopt;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  nlohmann::json parsed = nlohmann::json::parse(reply.substr(0, reply.find('\n')), nullptr,
+                                                /*allow_exceptions=*/false);
+  if (!parsed.is_object()) return std::nullopt;
+  return parsed;
+}
 
 DriverProcess::DriverProcess(const std::vector<std::string>& argv,
                              const std::vector<std::string>& python_path,
@@ -56,30 +121,7 @@ DriverProcess::DriverProcess(const std::vector<std::string>& argv,
   for (const std::string& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  // The child's environment: ours, with python_path in front of PYTHONPATH (built here, not
-  // with setenv: hunts run units on several threads).
-  std::vector<std::string> env_strings;
-  std::string pythonpath;
-  for (const std::string& p : python_path) {
-    if (!pythonpath.empty()) pythonpath += ":";
-    pythonpath += p;
-  }
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0) {
-      const std::string old = *e + 11;
-      if (!old.empty()) pythonpath += (pythonpath.empty() ? "" : ":") + old;
-      continue;
-    }
-    env_strings.emplace_back(*e);
-  }
-  if (!pythonpath.empty()) env_strings.push_back("PYTHONPATH=" + pythonpath);
-  for (const std::string& d : env_defaults) {
-    const std::string name = d.substr(0, d.find('=') + 1);
-    const bool present =
-        std::any_of(env_strings.begin(), env_strings.end(),
-                    [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
-    if (!present) env_strings.push_back(d);
-  }
+  std::vector<std::string> env_strings = driver_environment(python_path, env_defaults);
   std::vector<char*> envp;
   for (std::string& e : env_strings)
     envp.push_back(e.data());

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,18 @@ class DriverProcess {
   bool owns_stderr_ = true;  // a fork server's child writes to the server's file
   std::string line_;
 };
+
+// The environment a driver is started with: this process's, `python_path` put in front of
+// PYTHONPATH, `env_defaults` ("NAME=value") added where it has no NAME.
+std::vector<std::string> driver_environment(const std::vector<std::string>& python_path,
+                                            const std::vector<std::string>& env_defaults);
+// A new empty file $TMPDIR/kvsim-driver-stderr-XXXXXX (the caller removes it).
+std::string temp_stderr_path();
+// One JSON line sent to the Unix socket at `path`, one JSON object line read back; nullopt when
+// there is nothing to connect to, the peer goes away, answers no object, or takes over
+// `timeout_s` for a read or a write.
+std::optional<nlohmann::json> unix_socket_call(const std::string& path,
+                                               const nlohmann::json& request, int timeout_s);
 
 // The driver process failed: it could not start, died, or broke the protocol. Not a violation
 // of the cache under test — the run stops as on bad input (exit 2), with the driver's message.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,7 +35,7 @@ constexpr int kProtocolVersion = 1;
 class SglangCache final : public CacheUnderTest {
  public:
   SglangCache(CacheContext ctx, Target& target) : ctx_(std::move(ctx)) {
-    driver_ = start_driver(python_of(target), target.sglang_src);
+    driver_ = start_driver(python_of(target), target.sglang_src, stderr_file_);
     const nlohmann::json reply = call({{"call", "hello"},
                                        {"protocol", kProtocolVersion},
                                        {"scenario", to_json(ctx_.scenario)},
@@ -179,7 +180,9 @@ class SglangCache final : public CacheUnderTest {
     }
     nlohmann::json g;
     const char* fork_env = std::getenv("KVSIM_SGLANG_FORK");
-    if (fork_env != nullptr && std::string(fork_env) == "0") {
+    if (auto z = ask_zygote(python, target.sglang_src, {{"greet", true}})) {
+      g = z->value("sglang", nlohmann::json::object());
+    } else if (fork_env != nullptr && std::string(fork_env) == "0") {
       DriverProcess server({python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
                             target.sglang_src, "--serve-forks"},
                            python_path(), env_defaults());
@@ -259,18 +262,50 @@ class SglangCache final : public CacheUnderTest {
     return env;
   }
 
-  // One driver per run. Starting one costs 1-2 s (torch and SGLang's modules); a fork server
-  // (`driver --serve-forks`, one per kvsim process and source) pays that once and forks a
-  // fresh driver per run, talking to it over two FIFOs. KVSIM_SGLANG_FORK=0 spawns each driver.
-  static std::unique_ptr<DriverProcess> start_driver(const std::string& python,
-                                                     const std::string& src) {
-    const std::vector<std::string> argv{python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
-                                        src};
-    const char* fork_env = std::getenv("KVSIM_SGLANG_FORK");
-    if (fork_env != nullptr && std::string(fork_env) == "0") {
-      return std::make_unique<DriverProcess>(argv, python_path(), env_defaults());
+  // KVSIM_SGLANG_ZYGOTE names the socket of a zygote (python/kvsim/sglang_target/zygote.py):
+  // one warm process, shared by many kvsim processes, that forks their drivers from a fork
+  // server per source, so that a process replaying one trace does not import torch and load
+  // SGLang for it. `request` gets what the zygote needs to fork the driver this process would
+  // start (interpreter, source, folder, environment). Its reply, or nullopt when there is no
+  // zygote or it refused (another interpreter, PYTHONHASHSEED or PYTHONPATH; gone; broken):
+  // then the driver is started as without one.
+  static std::optional<nlohmann::json> ask_zygote(const std::string& python, const std::string& src,
+                                                  nlohmann::json request) {
+    const char* socket = std::getenv("KVSIM_SGLANG_ZYGOTE");
+    if (socket == nullptr || *socket == '\0') return std::nullopt;
+    nlohmann::json env = nlohmann::json::object();
+    for (const std::string& e : driver_environment(python_path(), env_defaults())) {
+      const size_t eq = e.find('=');
+      if (eq != std::string::npos) env[e.substr(0, eq)] = e.substr(eq + 1);
     }
-    DriverProcess* server = server_for(python, src).first;
+    std::vector<char> cwd(4096);
+    if (::getcwd(cwd.data(), cwd.size()) == nullptr) return std::nullopt;
+    request["python"] = python;
+    request["src"] = src;
+    request["cwd"] = std::string(cwd.data());
+    request["env"] = std::move(env);
+    // Loading a source the zygote has not loaded yet takes seconds (an extraction, more).
+    std::optional<nlohmann::json> reply = unix_socket_call(socket, request, 300);
+    if (!reply || !reply->value("ok", false)) return std::nullopt;
+    return reply;
+  }
+
+  // A file removed with its owner (a zygote's driver's standard error).
+  struct TempFile {
+    std::string path;
+    TempFile() = default;
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    ~TempFile() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  };
+
+  // A driver forked by `ask(in, out)` (a fork server or a zygote), talking over two FIFOs made
+  // here; nullptr when `ask` answers nullopt (a zygote that refused).
+  template <typename Ask>
+  static std::unique_ptr<DriverProcess> forked_driver(const Ask& ask,
+                                                      const std::string& stderr_path) {
     const char* tmp = std::getenv("TMPDIR");
     std::string dir_pattern =
         std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kvsim-driver-XXXXXX";
@@ -293,11 +328,7 @@ class SglangCache final : public CacheUnderTest {
     if (::mkfifo(in.c_str(), 0600) != 0 || ::mkfifo(out.c_str(), 0600) != 0) {
       throw DriverError(dir + ": mkfifo: " + std::strerror(errno));
     }
-    const nlohmann::json forked = server->call({{"fork", {{"in", in}, {"out", out}}}});
-    if (!forked.value("ok", false)) {
-      throw DriverError("the SGLang fork server refused: " +
-                        forked.value("error", std::string("(no error given)")));
-    }
+    if (!ask(in, out)) return nullptr;
     // The child opens its input first, then its output; the same order here.
     const int to_child = ::open(in.c_str(), O_WRONLY | O_CLOEXEC);
     const int from_child = to_child >= 0 ? ::open(out.c_str(), O_RDONLY | O_CLOEXEC) : -1;
@@ -305,7 +336,43 @@ class SglangCache final : public CacheUnderTest {
       if (to_child >= 0) ::close(to_child);
       throw DriverError(dir + ": cannot open the driver's pipes: " + std::strerror(errno));
     }
-    return std::make_unique<DriverProcess>(to_child, from_child, server->stderr_path());
+    return std::make_unique<DriverProcess>(to_child, from_child, stderr_path);
+  }
+
+  // One driver per run. Starting one costs 1-2 s (torch and SGLang's modules); a fork server
+  // (`driver --serve-forks`, one per kvsim process and source) pays that once and forks a
+  // fresh driver per run, talking to it over two FIFOs. KVSIM_SGLANG_FORK=0 spawns each driver.
+  // A zygote (ask_zygote) comes first where one is named.
+  static std::unique_ptr<DriverProcess> start_driver(const std::string& python,
+                                                     const std::string& src,
+                                                     TempFile& stderr_file) {
+    if (const char* z = std::getenv("KVSIM_SGLANG_ZYGOTE"); z != nullptr && *z != '\0') {
+      stderr_file.path = temp_stderr_path();
+      auto forked = forked_driver(
+          [&](const std::string& in, const std::string& out) {
+            return ask_zygote(python, src, {{"in", in}, {"out", out}, {"stderr", stderr_file.path}})
+                .has_value();
+          },
+          stderr_file.path);
+      if (forked) return forked;
+    }
+    const std::vector<std::string> argv{python, "-m", "kvsim.sglang_target.driver", "--sglang-src",
+                                        src};
+    const char* fork_env = std::getenv("KVSIM_SGLANG_FORK");
+    if (fork_env != nullptr && std::string(fork_env) == "0") {
+      return std::make_unique<DriverProcess>(argv, python_path(), env_defaults());
+    }
+    DriverProcess* server = server_for(python, src).first;
+    return forked_driver(
+        [&](const std::string& in, const std::string& out) {
+          const nlohmann::json forked = server->call({{"fork", {{"in", in}, {"out", out}}}});
+          if (!forked.value("ok", false)) {
+            throw DriverError("the SGLang fork server refused: " +
+                              forked.value("error", std::string("(no error given)")));
+          }
+          return true;
+        },
+        server->stderr_path());
   }
 
   nlohmann::json call(const nlohmann::json& request) {
@@ -339,6 +406,7 @@ class SglangCache final : public CacheUnderTest {
   }
 
   CacheContext ctx_;
+  TempFile stderr_file_;  // a zygote's driver's standard error (start_driver)
   std::unique_ptr<DriverProcess> driver_;
   std::vector<uint32_t> streams_;
   size_t stream_count_ = 3;

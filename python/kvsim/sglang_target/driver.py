@@ -893,7 +893,10 @@ def _serve_fork_requests(args, out, device, mods, children):
             request = json.loads(line)
             paths = request["fork"]
             fifo_in, fifo_out = str(paths["in"]), str(paths["out"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            # A zygote's request (zygote.py) also names the run's stderr file and environment.
+            err_path = str(paths["stderr"]) if paths.get("stderr") else None
+            env = {str(k): str(v) for k, v in paths["env"].items()} if "env" in paths else None
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             out.write(json.dumps({"ok": False, "error": f"bad fork request: {exc}"}) + "\n")
             out.flush()
             continue
@@ -902,9 +905,14 @@ def _serve_fork_requests(args, out, device, mods, children):
         if pid == 0:
             # The server's protocol pipes are not the child's: it talks over its FIFOs only.
             os.close(0)
-            os.dup2(2, 1)
             code = 0
             try:
+                if err_path is not None:
+                    os.dup2(os.open(err_path, os.O_WRONLY | os.O_APPEND), 2)
+                os.dup2(2, 1)
+                if env is not None:
+                    os.environ.clear()
+                    os.environ.update(env)
                 with open(fifo_in, "r", encoding="utf-8") as inp, \
                         open(fifo_out, "w", encoding="utf-8") as child_out:
                     driver = Driver(args.sglang_src, content_every=args.content_every,

@@ -140,6 +140,29 @@ def _installed(top: str) -> bool:
     return importlib.machinery.PathFinder.find_spec(top) is not None
 
 
+# Compiled module code by (path, source): a process that loads SGLang again (the tests unload it
+# around each test; another revision's files differ) compiles each file once, not per load, which
+# was about half of a load's time. A code object is immutable and executes the same each time.
+_CODE = {}
+
+
+def _compiled(source, path, dont_inherit):
+    key = (path, source, dont_inherit)
+    code = _CODE.get(key)
+    if code is None:  # (compile here inherits this file's future flags unless dont_inherit)
+        code = _CODE[key] = compile(source, path, "exec", dont_inherit=dont_inherit)
+    return code
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """The tree's real files, as importlib loads them, with their compiled code kept (_CODE)."""
+
+    def source_to_code(self, data, path, *, _optimize=-1):
+        if _optimize != -1:
+            return super().source_to_code(data, path, _optimize=_optimize)
+        return _compiled(data, path, True)  # as importlib compiles
+
+
 class _StandinLoader(importlib.abc.Loader):
     def __init__(self, load: "_Load", standin: str):
         self.load, self.standin = load, standin
@@ -152,7 +175,7 @@ class _StandinLoader(importlib.abc.Loader):
         path = os.path.join(_STANDIN_DIR, self.standin + ".py")
         module.__file__ = path
         with open(path) as f:
-            code = compile(f.read(), path, "exec")
+            code = _compiled(f.read(), path, False)
         exec(code, module.__dict__)  # noqa: S102 - our own stand-in source
 
 
@@ -233,7 +256,8 @@ class _Load:
             path, search = self._file_of(fullname)
             if path is not None:
                 return importlib.util.spec_from_file_location(
-                    fullname, path, submodule_search_locations=search)
+                    fullname, path, loader=_SourceLoader(fullname, path),
+                    submodule_search_locations=search)
             if search is not None:
                 return self._spec(fullname, _SkeletonLoader(), package=True, search=search)
             return self._spec(fullname, _DummyLoader(), package=True)
