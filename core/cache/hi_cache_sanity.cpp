@@ -144,6 +144,9 @@ void HiCache::sanity_check_parts(SanityReport& report,
                std::to_string(controller_->live_index_buffers()) +
                    " transfer index buffer(s) uploaded and never released");
   }
+  // [backend.memory_owned] the backend's live blocks are the pools' and the controller's.
+  if (const std::string memory = controller_->memory_problem(); !memory.empty())
+    report.add("backend.memory_owned", memory);
   if (stats_.over_evicted_tokens > 0) {
     report.add("evict.over_eviction", std::to_string(stats_.over_evicted_tokens) +
                                           " token(s) evicted beyond an allocation's shortfall "

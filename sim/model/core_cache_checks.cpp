@@ -90,7 +90,8 @@ void KvsimCoreCache::check_after_op(bool may_change_cache) {
 
 // After the core's own walk (so a core violation is still the one reported): PD's metadata
 // slots ("metadata.free_list", "metadata.stale_field") and the CPU backend's caching allocator
-// ("backend.allocator"). Both only read; O(slots) and O(physical blocks).
+// ("backend.allocator"), then the backend's complete account (backend.memory_owned). All only
+// read; O(slots) and O(physical blocks).
 void KvsimCoreCache::check_side_structures() {
   if (metadata_) {
     SanityReport report;
@@ -102,7 +103,13 @@ void KvsimCoreCache::check_side_structures() {
   }
   if (const std::string wrong = backend_.allocator().check(); !wrong.empty()) {
     fail("backend.allocator", "CachingAllocator::check: " + wrong);
+    return;
   }
+  // The complete account: with the simulator's own blocks named, a live block the cache
+  // cannot name is owned by no one (backend.memory_owned).
+  const std::vector<Block> outside{sparse_ ? sparse_->block() : Block{}, scratch_};
+  if (const std::string wrong = cache_->controller().memory_problem(outside); !wrong.empty())
+    fail("backend.memory_owned", wrong);
 }
 
 Block& KvsimCoreCache::scratch(size_t bytes) {
