@@ -137,15 +137,16 @@ def test_a_drawn_mamba_unit_runs_clean_at_the_fix(tmp_path):
 
 
 def test_the_hunt_runs_mamba_units_page_first_at_the_newest_snapshot(tmp_path):
-    """Swarm seed 29 draws a Mamba unit with a layer-first host layout (kvsim's draw: LFU,
+    """Swarm seed 47 draws a Mamba unit with a layer-first host layout (kvsim's draw: LFU,
     write-back, one-token pages, a starved device); at the August snapshot, whose MambaPoolHost
     takes page-first layouts only, the fit keeps Mamba and runs it page-first, and it runs to the
-    end clean (645 ops). Seed 4 was this unit until the covering array gained the prefetch
-    threshold factor (session 26), which moved every swarm row. (A seed drawing Mamba beside
-    SWA would not do: since the snapshot builds FULL + SWA, the fit keeps SWA there.)"""
+    end clean (725 ops). Seeds 4 and 29 were this unit until the covering array gained the
+    prefetch threshold factor (session 26) and the page-mosaic tree shape (session 28), which
+    moved every swarm row. (A seed drawing Mamba beside SWA would not do: since the snapshot
+    builds FULL + SWA, the fit keeps SWA there.)"""
     empty = tmp_path / "scenarios"
     empty.mkdir()
-    r = _kvsim("hunt", "--target", "sglang", "--seed", "29", "--units", "1", "--time-budget", "250", "--json",
+    r = _kvsim("hunt", "--target", "sglang", "--seed", "47", "--units", "1", "--time-budget", "250", "--json",
                "--no-shrink", "--scenarios", str(empty), "--trace-dir", str(tmp_path), tag=NEWEST)
     hunt = json.loads(r.stdout)["hunt"]
     assert hunt["units"] == 1 and hunt["features"].get("mamba") == 1, hunt
