@@ -140,6 +140,11 @@ struct MemoryCensus {
   // sums equal to the counters, each deferred free waiting on as many streams as its queues
   // hold for it); else the first discrepancy.
   std::string problem;
+
+  // Once the walk has filled the sums: each state's bytes add up to the backend's counters and
+  // the cached blocks are the allocator's `pool_entries`. The first discrepancy goes to
+  // `problem` when that is still empty. Shared by the CPU and CUDA allocators.
+  void check_sums(size_t pool_entries);
 };
 
 class Backend {

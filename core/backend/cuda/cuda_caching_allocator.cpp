@@ -298,19 +298,7 @@ MemoryCensus CudaCachingAllocator::census() const {
             [](const LiveBlock& a, const LiveBlock& b) { return a.block.id < b.block.id; });
   if (c.live.size() != live_.size()) fail("live handouts != the live map's entries");
   if (released != unused_slots_.size()) fail("released blocks != recyclable slots");
-  if (c.device_live_bytes + c.device_pending_bytes + c.device_cached_bytes !=
-      c.device_reserved_bytes) {
-    fail("device bytes: live " + std::to_string(c.device_live_bytes) + " + pending " +
-         std::to_string(c.device_pending_bytes) + " + cached " +
-         std::to_string(c.device_cached_bytes) + " != reserved " +
-         std::to_string(c.device_reserved_bytes));
-  }
-  if (c.host_live_bytes + c.host_pending_bytes != c.host_in_use_bytes) {
-    fail("pinned host bytes: live " + std::to_string(c.host_live_bytes) + " + pending " +
-         std::to_string(c.host_pending_bytes) + " != in use " +
-         std::to_string(c.host_in_use_bytes));
-  }
-  if (c.device_cached_blocks != pool_.size()) fail("cached blocks != pool entries");
+  c.check_sums(pool_.size());
   return c;
 }
 
