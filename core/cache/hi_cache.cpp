@@ -118,10 +118,17 @@ InsertResult HiCache::insert(Namespace ns, std::span<const Token> tokens, const 
     for (TreeNode* n : RadixTree::path_to(*result.last_node))
       compute_node_hashes(*n);
   }
+  const int64_t policy_written_before = stats_.policy_write_tokens;
   if (!aux.chunked) {
     apply_write_policy(result.hit_nodes);
     KV_VERIFY(check_write_through_path(result).empty(), check_write_through_path(result));
   }
+  // [insert.chunked_no_write] a chunk's insert (SGLang's cache_unfinished_req) leaves the write
+  // policy alone: _inc_hit_count returns at once for a chunked request.
+  KV_VERIFY(!aux.chunked || stats_.policy_write_tokens == policy_written_before,
+            "insert.chunked_no_write: a chunked insert wrote " +
+                std::to_string(stats_.policy_write_tokens - policy_written_before) +
+                " token(s) through by the write policy");
   return result;
 }
 

@@ -1,6 +1,8 @@
 // HiCache load-back: bring the evicted bottom segment of a matched path back to the device,
 // with what the auxiliary components need there (the SWA window, the Mamba state).
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -17,6 +19,36 @@ const SwaComponent* find_swa(const RadixTree& tree) {
     if (c->type() == ComponentType::kSwa) return static_cast<const SwaComponent*>(c.get());
   }
   return nullptr;
+}
+
+// [load_back.gate] The reference decision of a load-back's two gates (SGLang's load_back has
+// the same two): a chain shorter than load_back_threshold_tokens is not loaded, then one longer
+// than the caller's memory quota is declined (a load of exactly the quota goes on). SGLang also
+// adds to its quota the evictable tokens its ancestor lock just took (`delta`); the core takes
+// the quota its caller passes as it is.
+enum class LoadBackGate { kBelowThreshold, kOverQuota, kGoesOn };
+
+LoadBackGate reference_load_back_gate(bool chain_empty, int64_t tokens, int64_t threshold,
+                                      std::optional<int64_t> mem_quota) {
+  if (!chain_empty && tokens < threshold) return LoadBackGate::kBelowThreshold;
+  if (mem_quota.has_value() && tokens > *mem_quota) return LoadBackGate::kOverQuota;
+  return LoadBackGate::kGoesOn;
+}
+
+std::string check_load_back_gate(LoadBackGate taken, bool chain_empty, int64_t tokens,
+                                 int64_t threshold, std::optional<int64_t> mem_quota) {
+  const LoadBackGate reference =
+      reference_load_back_gate(chain_empty, tokens, threshold, mem_quota);
+  if (taken == reference) return "";
+  auto name = [](LoadBackGate g) {
+    return g == LoadBackGate::kBelowThreshold ? "below the threshold"
+           : g == LoadBackGate::kOverQuota    ? "over the quota"
+                                              : "goes on";
+  };
+  return std::string("load_back.gate: a load-back of ") + std::to_string(tokens) +
+         " host token(s) (threshold " + std::to_string(threshold) + ", quota " +
+         (mem_quota ? std::to_string(*mem_quota) : std::string("none")) + ") was taken as " +
+         name(taken) + "; the reference says it " + name(reference);
 }
 
 }  // namespace
@@ -144,14 +176,23 @@ LoadBackResult HiCache::load_back(TreeNode& best_match_node, std::optional<int64
   for (TreeNode* n : chain)
     host_indices.append(*n->full().host_value);
   const auto tokens = static_cast<int64_t>(host_indices.size());
-  if (!chain.empty() && tokens < options_.load_back_threshold_tokens) {
+  const int64_t threshold = options_.load_back_threshold_tokens;
+  auto gate_problem = [&](LoadBackGate taken) {
+    return check_load_back_gate(taken, chain.empty(), tokens, threshold, mem_quota);
+  };
+  if (!chain.empty() && tokens < threshold) {
     KV_PROBE(lb_below_threshold);
+    KV_VERIFY(gate_problem(LoadBackGate::kBelowThreshold).empty(),
+              gate_problem(LoadBackGate::kBelowThreshold));
     return result;
   }
   if (mem_quota && tokens > *mem_quota) {
     KV_PROBE(lb_over_quota);
+    KV_VERIFY(gate_problem(LoadBackGate::kOverQuota).empty(),
+              gate_problem(LoadBackGate::kOverQuota));
     return result;
   }
+  KV_VERIFY(gate_problem(LoadBackGate::kGoesOn).empty(), gate_problem(LoadBackGate::kGoesOn));
   KV_PROBE_IF(!swa_nodes.empty(), lb_swa_window);
   KV_PROBE_IF(mamba_needed && chain.empty(), lb_mamba_only);
 
