@@ -102,14 +102,20 @@ std::string wide_problem(const RadixTree& tree, const TreeSnapshot& s,
       std::vector<int64_t> bad = w;
       bad.back() = out;
       bool refused = false;
+      size_t named = 0;  // the index the refusal names: the bad id's, the whole key's last
       try {
         wide.insert(leaf.ns, std::span<const int64_t>(bad), value_of);
-      } catch (const TokenOutOfRange&) {
+      } catch (const TokenOutOfRange& e) {
         refused = true;
+        named = e.index();
       }
       if (!refused) {
         return where + "an insert with the id " + std::to_string(out) +
                " (past Token's range) was accepted";
+      }
+      if (named != bad.size() - 1) {
+        return where + "the refusal of the id " + std::to_string(out) + " at tokens[" +
+               std::to_string(bad.size() - 1) + "] names tokens[" + std::to_string(named) + "]";
       }
       if (std::string p = wide_helpers_problem(t, bad, all_wide_ids_fit, equal_wide_chunks);
           !p.empty()) {
