@@ -9,8 +9,9 @@
 // (the wide-id paths are the module's only), also for keys that leave a stored key mid-node and
 // ids one past Token's range (refused, naming the bad id's own index), with the wide-id helpers
 // compared with plain references. Every node's fields are compared with its rebuilt twin's
-// directly (not only through snapshot(), whose omissions would hide on both sides). A restore refused while linking (discard_restored,
-// which only a bad recorded snapshot drives) must leave the tree new, able to restore again;
+// directly (not only through snapshot(), whose omissions would hide on both sides). A restore
+// refused while linking (discard_restored, which only a bad recorded snapshot drives) must
+// leave the tree new, able to restore again;
 // so must one refused by the sanity check after linking filed the leaves (one, then two, leaves
 // without a copy: the refusal must count its violations exactly).
 // A tree with auxiliary components must be refused by name (SnapshotError); its snapshot is
