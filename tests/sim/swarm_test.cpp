@@ -1,6 +1,7 @@
 // Swarm configurations, the adversarial workload generators, the hunt loop and the host
 // protection invariant (issue 11).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -294,7 +295,11 @@ HuntOptions small_hunt() {
   HuntOptions o;
   o.time_budget_s = 0;
   o.max_units = 6;
-  o.trace_dir = ::testing::TempDir() + "/hunt";
+  // A folder per test process: ctest runs these tests side by side, and one hunt's traces must
+  // not land in (or vanish with) another's folder.
+  o.trace_dir = ::testing::TempDir() + "/hunt-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+                std::to_string(::getpid());
   o.shrink_replays = 2000;
   Scenario named = default_scenario();
   named.name = "named";
