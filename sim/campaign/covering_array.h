@@ -64,15 +64,15 @@ class CoveringArray {
 
 // The swarm's factors and their levels, in the order swarm.cpp reads them.
 enum SwarmFactor : size_t {
-  kFactorStorage = 0,  // none, memory, memory_budget, file_budget
-  kFactorNamespaces,   // one, several, several_cross
-  kFactorComponents,   // full, swa, mamba, swa_mamba, pd
-  kFactorFaults,       // off, sparse, dense
-  kFactorTreeShape,    // fan_out, deep, fork, mixed, mosaic
-  kFactorPage,         // one, odd, small_pow2, large
-  kFactorWritePolicy,  // write_through, selective, write_back
-  kFactorPressure,     // starved, roomy, host_small
-  kFactorEviction,     // lru, lfu
+  kFactorStorage = 0,        // none, memory, memory_budget, file_budget
+  kFactorNamespaces,         // one, several, several_cross
+  kFactorComponents,         // full, swa, mamba, swa_mamba, pd
+  kFactorFaults,             // off, sparse, dense
+  kFactorTreeShape,          // fan_out, deep, fork, mixed, mosaic
+  kFactorPage,               // one, odd, small_pow2, large
+  kFactorWritePolicy,        // write_through, selective, write_back
+  kFactorPressure,           // starved, roomy, host_small
+  kFactorEviction,           // lru, lfu
   kFactorPrefetchThreshold,  // zero, within_page, beyond_page
   kSwarmFactors
 };

@@ -228,10 +228,10 @@ Scenario draw_scenario(uint64_t seed) {
   // storage reads it, so every row's setting shows in its scenario.
   const size_t threshold = row[kFactorPrefetchThreshold];
   c.prefetch_threshold_tokens =
-      threshold == 0   ? pick<int64_t>(rng, {0, 0})
-      : threshold == 1 ? pick<int64_t>(rng, {1, page})
-                       : pick<int64_t>(rng, {std::max<int64_t>(16, 2 * page),
-                                             std::max<int64_t>(256, 4 * page)});
+      threshold == 0 ? pick<int64_t>(rng, {0, 0})
+      : threshold == 1
+          ? pick<int64_t>(rng, {1, page})
+          : pick<int64_t>(rng, {std::max<int64_t>(16, 2 * page), std::max<int64_t>(256, 4 * page)});
 
   // Components.
   if (o.mode == SchedulerMode::kPd) {
