@@ -141,10 +141,15 @@ struct MemoryCensus {
   // hold for it); else the first discrepancy.
   std::string problem;
 
-  // Once the walk has filled the sums: each state's bytes add up to the backend's counters and
-  // the cached blocks are the allocator's `pool_entries`. The first discrepancy goes to
-  // `problem` when that is still empty. Shared by the CPU and CUDA allocators.
-  void check_sums(size_t pool_entries);
+  // The walk's tallies, shared by the CPU and CUDA allocators: a live block (its handout),
+  // a block waiting behind record_stream, a cached device block; `capacity` is the block's.
+  void add_live(LiveBlock handout, size_t capacity);
+  void add_pending(MemoryKind kind, size_t capacity);
+  void add_cached(size_t capacity);
+  // Once the walk is done: sorts `live` by id, and checks that each state's bytes add up to the
+  // backend's counters and the cached blocks are the allocator's `pool_entries`. The first
+  // discrepancy goes to `problem` when that is still empty.
+  void finish(size_t pool_entries);
 };
 
 class Backend {

@@ -243,7 +243,6 @@ MemoryCensus CachingAllocator::census(const StreamProgress& progress) const {
   }
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const PhysicalBlock& p = blocks_[i];
-    const bool device = p.kind == MemoryKind::kDevice;
     auto name = [i] { return "physical block " + std::to_string(i); };
     const auto w = waits.find(static_cast<PhysicalIndex>(i));
     const uint32_t queued = w == waits.end() ? 0 : w->second;
@@ -253,39 +252,35 @@ MemoryCensus CachingAllocator::census(const StreamProgress& progress) const {
     }
     switch (p.state) {
       case PhysicalState::kLive: {
-        (device ? c.device_live_bytes : c.host_live_bytes) += p.capacity;
-        ++(device ? c.device_live_blocks : c.host_live_blocks);
         const std::optional<PhysicalIndex> back = physical_of(p.live_id);
         if (!back || *back != i) fail(name() + ": its live handout maps to another block");
         if (p.live_bytes > p.capacity) fail(name() + ": live handout larger than the block");
         if (p.handouts.empty() || p.handouts.back().id != p.live_id) {
           fail(name() + ": the live handout's record is lost");
         }
-        c.live.push_back(LiveBlock{
-            .block =
-                Block{.id = p.live_id, .ptr = p.data.get(), .bytes = p.live_bytes, .kind = p.kind},
-            .label = p.handouts.empty() ? std::string() : p.handouts.back().label});
+        c.add_live(LiveBlock{.block = Block{.id = p.live_id,
+                                            .ptr = p.data.get(),
+                                            .bytes = p.live_bytes,
+                                            .kind = p.kind},
+                             .label = p.handouts.empty() ? std::string() : p.handouts.back().label},
+                   p.capacity);
         break;
       }
       case PhysicalState::kPendingEvents:
-        (device ? c.device_pending_bytes : c.host_pending_bytes) += p.capacity;
-        ++(device ? c.device_pending_blocks : c.host_pending_blocks);
+        c.add_pending(p.kind, p.capacity);
         if (queued != p.events_pending) {
           fail(name() + " waits for " + std::to_string(p.events_pending) +
                " stream(s) but the deferred-free queues hold " + std::to_string(queued));
         }
         break;
       case PhysicalState::kCached:
-        c.device_cached_bytes += p.capacity;
-        ++c.device_cached_blocks;
+        c.add_cached(p.capacity);
         break;
       case PhysicalState::kReleased:
         break;
     }
   }
-  std::sort(c.live.begin(), c.live.end(),
-            [](const LiveBlock& a, const LiveBlock& b) { return a.block.id < b.block.id; });
-  c.check_sums(pool_.size());
+  c.finish(pool_.size());
   return c;
 }
 

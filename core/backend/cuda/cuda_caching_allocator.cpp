@@ -263,19 +263,19 @@ MemoryCensus CudaCachingAllocator::census() const {
     if ((p.state == State::kReleased) != (p.ptr == nullptr)) fail(name() + ": released");
     switch (p.state) {
       case State::kLive: {
-        (device ? c.device_live_bytes : c.host_live_bytes) += p.capacity;
-        ++(device ? c.device_live_blocks : c.host_live_blocks);
         const auto it = live_.find(p.live_id);
         if (it == live_.end() || it->second != i) fail(name() + ": not in the live map");
         if (p.live_bytes > p.capacity) fail(name() + ": live handout larger than the block");
-        c.live.push_back(LiveBlock{
-            .block = Block{.id = p.live_id, .ptr = p.ptr, .bytes = p.live_bytes, .kind = p.kind},
-            .label = p.label});
+        c.add_live(
+            LiveBlock{
+                .block =
+                    Block{.id = p.live_id, .ptr = p.ptr, .bytes = p.live_bytes, .kind = p.kind},
+                .label = p.label},
+            p.capacity);
         break;
       }
       case State::kPending:
-        (device ? c.device_pending_bytes : c.host_pending_bytes) += p.capacity;
-        ++(device ? c.device_pending_blocks : c.host_pending_blocks);
+        c.add_pending(p.kind, p.capacity);
         if (p.events_pending == 0 || queued != p.events_pending) {
           fail(name() + " waits for " + std::to_string(p.events_pending) +
                " event(s) but the deferred-free queues hold " + std::to_string(queued));
@@ -286,19 +286,16 @@ MemoryCensus CudaCachingAllocator::census() const {
         if (pool_.count({p.home, p.capacity, static_cast<uint32_t>(i)}) != 1) {
           fail(name() + ": cached but not in its pool");
         }
-        c.device_cached_bytes += p.capacity;
-        ++c.device_cached_blocks;
+        c.add_cached(p.capacity);
         break;
       case State::kReleased:
         ++released;
         break;
     }
   }
-  std::sort(c.live.begin(), c.live.end(),
-            [](const LiveBlock& a, const LiveBlock& b) { return a.block.id < b.block.id; });
   if (c.live.size() != live_.size()) fail("live handouts != the live map's entries");
   if (released != unused_slots_.size()) fail("released blocks != recyclable slots");
-  c.check_sums(pool_.size());
+  c.finish(pool_.size());
   return c;
 }
 
