@@ -95,13 +95,20 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   printf '%s\n' scenarios/*.json | xargs -P 1 -I{} bash -c 'ci_sweep_one "$0"' {}
   echo "== [${SECONDS} s] code probes: every probe reached (tools/probe_sweep.sh on the CI sweep's reports)"
   KVSIM_PROBE_REPORTS=build/ci-sweep tools/probe_sweep.sh build/default/tools/kvsim
-  echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-10})"
-  fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-10}"
-  # The SGLang hunt runs one unit at a time (one Python driver: one core), and so do the
-  # mutation runner's hunts and shrinks: side by side they keep both cores busy. The SGLang
-  # stage's output is printed when it ends; it fails the run like any stage.
+  # Three stages side by side: the fuzz smoke (a clang build on every core, then its targets),
+  # the SGLang hunt (one Python driver: one core) and the mutation runner (a mutant's one
+  # changed file compiled at a time, then a hunt on one core). One after another, each left a
+  # core idle most of its time (docs/benchmarks.md, "CI time, session 29"). The two in the
+  # background print their output when they end; any of the three fails the run.
+  fuzz_log=build/ci-fuzz.log
   sglang_log=build/ci-sglang.log
-  echo "== [${SECONDS} s] the blind hunts against SGLang's own cache (ctest -L sglang: seeds 000-003 at their buggy commits, seed 004 at its parent and fix), beside the mutation runner"
+  echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-10}), beside the SGLang hunt and the mutation runner"
+  ( rc=0
+    fuzz/run_smoke.sh "${KVSIM_FUZZ_SECONDS:-10}" >"$fuzz_log" 2>&1 || rc=$?
+    echo "== [${SECONDS} s] the fuzz smoke ended (exit $rc)" >>"$fuzz_log"
+    exit "$rc" ) &
+  fuzz_pid=$!
+  echo "== [${SECONDS} s] the blind hunts against SGLang's own cache (ctest -L sglang: seeds 000-003 at their buggy commits, seed 004 at its parent and fix)"
   ( rc=0
     ctest --test-dir "build/$preset" -L sglang --output-on-failure >"$sglang_log" 2>&1 || rc=$?
     echo "== [${SECONDS} s] the SGLang hunt ended (exit $rc)" >>"$sglang_log"
@@ -110,11 +117,15 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   echo "== [${SECONDS} s] mutation runner (tests/mutants/run_mutants.sh --budget ${KVSIM_MUTANT_BUDGET:-60})"
   runner_rc=0
   tests/mutants/run_mutants.sh --budget "${KVSIM_MUTANT_BUDGET:-60}" || runner_rc=$?
+  echo "== [${SECONDS} s] the mutation runner ended (exit $runner_rc)"
   sglang_rc=0
   wait "$sglang_pid" || sglang_rc=$?
   sed 's/^/  [sglang] /' "$sglang_log"
-  if [ "$runner_rc" -ne 0 ] || [ "$sglang_rc" -ne 0 ]; then
-    echo "CI: the mutation runner exited $runner_rc, the SGLang hunt (ctest -L sglang) $sglang_rc" >&2
+  fuzz_rc=0
+  wait "$fuzz_pid" || fuzz_rc=$?
+  sed 's/^/  [fuzz] /' "$fuzz_log" | grep -v '^  \[fuzz\] \[[0-9]*/[0-9]*\] '
+  if [ "$runner_rc" -ne 0 ] || [ "$sglang_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
+    echo "CI: the mutation runner exited $runner_rc, the SGLang hunt (ctest -L sglang) $sglang_rc, the fuzz smoke $fuzz_rc" >&2
     exit 1
   fi
   # A small blind mutation-score sample (docs/mutation-score.md): fails if the tool breaks (apply,

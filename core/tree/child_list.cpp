@@ -69,18 +69,34 @@ std::unique_ptr<TreeNode> ChildList::replace(TreeNode& old, std::unique_ptr<Tree
   return by;
 }
 
+namespace {
+
+// Key order of siblings. Siblings never share namespace and first page, so comparing first
+// pages orders them all (a key's first page is a prefix of it, so whole keys compare the same
+// way).
+bool key_less(const TreeNode* a, const TreeNode* b) {
+  if (a->ns != b->ns) return a->ns < b->ns;
+  return std::lexicographical_compare(a->key.begin(), a->key.end(), b->key.begin(), b->key.end());
+}
+
+}  // namespace
+
 std::vector<TreeNode*> ChildList::sorted() const {
   std::vector<TreeNode*> out;
   out.reserve(entries_.size());
   for (const Entry& e : entries_)
     out.push_back(e.node.get());
-  // Siblings never share namespace and first page, so comparing first pages orders them all
-  // (a key's first page is a prefix of it, so whole keys compare the same way).
-  std::sort(out.begin(), out.end(), [](const TreeNode* a, const TreeNode* b) {
-    if (a->ns != b->ns) return a->ns < b->ns;
-    return std::lexicographical_compare(a->key.begin(), a->key.end(), b->key.begin(), b->key.end());
-  });
+  std::sort(out.begin(), out.end(), key_less);
   return out;
+}
+
+void ChildList::append_in_reverse_key_order(std::vector<const TreeNode*>& out) const {
+  const size_t first = out.size();
+  for (const Entry& e : entries_)
+    out.push_back(e.node.get());
+  if (entries_.size() < 2) return;
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+            [](const TreeNode* a, const TreeNode* b) { return key_less(b, a); });
 }
 
 }  // namespace kvsim

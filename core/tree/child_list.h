@@ -66,6 +66,10 @@ class ChildList {
   // The children in key order (namespace, then page lexicographically): what every walk whose
   // result can be seen (a dump, a free order, a report) iterates. O(size log size).
   std::vector<TreeNode*> sorted() const;
+  // Appends the children to `out` last key first: what a depth-first walk in key order pushes
+  // on its stack. The walks of a full sanity check call this at every node, so it allocates
+  // nothing of its own (sorted() did, at every node of every walk: a tenth of a check's time).
+  void append_in_reverse_key_order(std::vector<const TreeNode*>& out) const;
 
   // The namespaces the children are in, ascending, each with its number of children.
   const std::vector<std::pair<Namespace, uint32_t>>& namespaces() const { return namespaces_; }

@@ -167,8 +167,7 @@ class RadixTree {
       const TreeNode* n = stack.back();
       stack.pop_back();
       f(*n);
-      const std::vector<TreeNode*> children = n->children.sorted();
-      stack.insert(stack.end(), children.rbegin(), children.rend());
+      n->children.append_in_reverse_key_order(stack);
     }
   }
 
