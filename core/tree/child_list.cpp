@@ -91,12 +91,24 @@ std::vector<TreeNode*> ChildList::sorted() const {
 }
 
 void ChildList::append_in_reverse_key_order(std::vector<const TreeNode*>& out) const {
-  const size_t first = out.size();
+  if (entries_.size() < 2) {
+    if (!entries_.empty()) out.push_back(entries_.front().node.get());
+    return;
+  }
+  // Sorted as entries: their namespace and first token decide nearly every comparison without
+  // reading a child (a root with thousands of children was most of a walk's cache misses). A
+  // per-thread scratch: the walk calls this at every node, and nothing here calls back out.
+  thread_local std::vector<const Entry*> order;
+  order.clear();
   for (const Entry& e : entries_)
-    out.push_back(e.node.get());
-  if (entries_.size() < 2) return;
-  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
-            [](const TreeNode* a, const TreeNode* b) { return key_less(b, a); });
+    order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    if (a->ns != b->ns) return a->ns > b->ns;
+    if (a->first != b->first) return a->first > b->first;
+    return key_less(b->node.get(), a->node.get());
+  });
+  for (const Entry* e : order)
+    out.push_back(e->node.get());
 }
 
 }  // namespace kvsim
