@@ -38,6 +38,7 @@ struct UnitResult {
   std::array<uint64_t, kFaultSites> faults{};
   std::vector<uint64_t> probes;  // per declared probe, in declaration order
   std::optional<SimViolation> violation;
+  std::string vacuous;  // a clean run that checked nothing: why (runner.h's vacuous_reason)
   std::string trace;
   std::string hang_scenario;  // parent-side only (hang_result)
 };
@@ -53,6 +54,7 @@ nlohmann::json to_json(const UnitResult& u) {
                       {"faults", u.faults},
                       {"trace", u.trace}};
   j["probes"] = u.probes;
+  if (!u.vacuous.empty()) j["vacuous"] = u.vacuous;
   if (u.violation) {
     j["invariant"] = u.violation->invariant;
     j["detail"] = u.violation->detail;
@@ -73,6 +75,7 @@ UnitResult unit_from_json(const nlohmann::json& j) {
   u.faults = j.at("faults").get<std::array<uint64_t, kFaultSites>>();
   u.trace = j.at("trace").get<std::string>();
   u.probes = j.at("probes").get<std::vector<uint64_t>>();
+  u.vacuous = j.value("vacuous", std::string());
   if (j.contains("invariant")) {
     u.violation = SimViolation{j.at("invariant").get<std::string>(),
                                j.at("detail").get<std::string>(), j.at("op_index").get<size_t>()};
@@ -120,7 +123,9 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   for (const probes::Count& c : probes::snapshot())
     u.probes.push_back(c.count);
   u.violation = r.violation;
+  u.vacuous = vacuous_reason(h.scenario, r);
   if (!r.violation && rebuild.problem()) {
+    u.vacuous.clear();
     // Not in the op trace's replay (which does not rebuild): the hunt's own rerun reproduces it.
     u.violation = SimViolation{"tree.snapshot_rebuild",
                                *rebuild.problem() + " (rerun: kvsim hunt --seed " +
@@ -168,6 +173,10 @@ class Collector {
     } else {
       ++report_.scenarios[u.source];
     }
+    if (!u.violation && !u.vacuous.empty()) {
+      ++report_.vacuous_units;
+      ++report_.vacuous[u.source + ": " + u.vacuous];
+    }
     for (size_t i = 0; i < kFaultSites; ++i)
       report_.faults_fired[i] += u.faults[i];
     report_.unit_log.push_back(
@@ -179,11 +188,12 @@ class Collector {
                        .ops = u.ops,
                        .event_hash = u.event_hash,
                        // A unit its worker never reported is a "hang" or a "crash".
-                       .verdict = !u.violation ? "ok"
+                       .verdict = !u.violation ? (u.vacuous.empty() ? "ok" : "vacuous")
                                   : u.violation->invariant == "crash" || !u.hang_scenario.empty()
                                       ? u.violation->invariant
                                       : "violation",
                        .invariant = u.violation ? u.violation->invariant : "",
+                       .vacuous = u.violation ? "" : u.vacuous,
                        .faults = u.faults});
     if (report_.probes.empty()) {
       for (const probes::Info& p : probes::all())

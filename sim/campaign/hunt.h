@@ -100,8 +100,9 @@ struct HuntUnitRecord {
   uint64_t seed = 0;
   int64_t ops = 0;
   uint64_t event_hash = 0;  // 0 for a hang (the run never ended)
-  std::string verdict;      // "ok", "violation" or "hang"
+  std::string verdict;      // "ok", "vacuous", "violation", "hang" or "crash"
   std::string invariant;    // the violated invariant ("" when ok)
+  std::string vacuous;      // why a clean unit checked nothing (runner.h's vacuous_reason)
   std::array<uint64_t, kFaultSites> faults{};
 };
 
@@ -115,6 +116,11 @@ struct HuntReport {
   std::string stopped;  // "failures", "until" (until_invariant found), "time_budget" or "units"
   std::map<std::string, uint64_t> features;   // swarm configurations by feature
   std::map<std::string, uint64_t> scenarios;  // named-scenario units by name
+  // Clean units that proved nothing (no request finished, or no model read was checked), by
+  // "source: reason". Counted among the units, never as failures: a configuration space the
+  // hunt draws but cannot check shows here instead of passing for coverage.
+  uint64_t vacuous_units = 0;
+  std::map<std::string, uint64_t> vacuous;
   std::array<uint64_t, kFaultSites> faults_fired{};
   probes::Snapshot probes;               // code probes reached, summed over units (docs/probes.md)
   std::vector<HuntFailure> failures;     // by unit index

@@ -52,6 +52,8 @@ nlohmann::json hunt_json(const HuntReport& r) {
         {"stopped", r.stopped},
         {"features", r.features},
         {"scenarios", r.scenarios},
+        {"vacuous_units", r.vacuous_units},
+        {"vacuous", r.vacuous},
         {"faults_fired", faults},
         {"probes_declared", probes::kCount},
         {"probes_reached", reached},
@@ -93,6 +95,19 @@ std::string hunt_text(const HuntReport& r) {
   }
   // Code probes: the caller prints the probe report (tools/kvsim/probe_report.h).
   out += "\n";
+  if (r.vacuous_units > 0) {
+    std::snprintf(buf, sizeof buf, "  %llu clean unit(s) checked nothing (vacuous):",
+                  static_cast<unsigned long long>(r.vacuous_units));
+    out += buf;
+    const char* sep = " ";
+    for (const auto& [why, n] : r.vacuous) {
+      std::snprintf(buf, sizeof buf, "%s%s %llu", sep, why.c_str(),
+                    static_cast<unsigned long long>(n));
+      out += buf;
+      sep = "; ";
+    }
+    out += "\n";
+  }
   if (r.failures.empty()) {
     out += "  no violation found\n";
     return out;

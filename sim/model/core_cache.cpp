@@ -136,6 +136,7 @@ bool KvsimCoreCache::compute(SimRequest& r, size_t target, bool oom) {
 
 void KvsimCoreCache::finish(SimRequest& r) {
   CoreRequest& cr = state(r);
+  read_final(r);
   if (pd()) {
     check_metadata(r);
     cr.kv->abort();  // a decode instance releases its slots; nothing goes into the tree

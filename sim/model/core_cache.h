@@ -111,11 +111,27 @@ class KvsimCoreCache final : public CacheUnderTest {
   void forward(SimRequest& r, RequestKV& kv, size_t from, size_t to);
   // Runs the compute stream to empty; when it waits on another stream, steps that one.
   void drive_compute();
+  // How a model read reaches the pools (core_cache_reads.cpp): copies on the compute stream,
+  // run to completion (admission), or the bytes as they are now, adding no stream op (finish).
+  enum class ReadPath : uint8_t { kComputeStream, kInPlace };
+  struct ModelRead {
+    ReadPath path = ReadPath::kComputeStream;
+    const char* what = "";  // "full KV", "SWA window", ...
+    const char* when = "";  // appended to a failure's detail
+  };
+  // Items `slots` (all layers) of `view`, layer-major, read by `path`.
+  const std::byte* gather(const KVPoolView& view, std::span<const SlotIndex> slots, ReadPath path);
   // Reads items `slots` (all layers) of `view` and compares item i with the oracle's bytes of
   // position positions[i], or of position i when `positions` is empty (kind: ContentKind).
   bool read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
                        std::span<const size_t> positions, const SimRequest& r, int kind,
-                       const char* what);
+                       const ModelRead& read);
+  // Positions 0..r.computed-1 (and the SWA window before r.computed, the index pages, the
+  // Mamba state checkpoint of position state_at - 1 when state_at > 0); false after a failure.
+  bool read_sequence(const SimRequest& r, size_t state_at, ReadPath path);
+  // The last forward's read, at finish: r's whole computed sequence, in place (no stream op,
+  // so the run is the same with it), when the compute stream has nothing queued.
+  void read_final(const SimRequest& r);
   // The host copies on `r`'s path that a finished prefetch just filled from storage, read
   // against the content oracle (content: "host KV after prefetch"): a page the store returned
   // damaged is caught when it arrives, not only if a later request loads it back. Nodes whose
@@ -143,6 +159,7 @@ class KvsimCoreCache final : public CacheUnderTest {
   bool host_hold_leaves_device_room_ = false;
   Block scratch_;
   std::vector<std::byte> expected_scratch_;  // read_pool_range's expected bytes
+  std::vector<std::byte> in_place_scratch_;  // gather's bytes on ReadPath::kInPlace
   int64_t host_hold_limit() const;
   // Pages an inject op holds until the end of the next op: (allocator, pages).
   std::vector<std::pair<PagedSlotAllocator*, IndexVector>> injected_;

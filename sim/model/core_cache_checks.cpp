@@ -1,6 +1,6 @@
 // KvsimCoreCache: the checks — after every op (and the full walks: the core's, the metadata
-// slots', the caching allocator's), the model's reads against the content oracle, and
-// quiescence at the end of a run.
+// slots', the caching allocator's), the host copies a prefetch filled, and quiescence at the
+// end of a run. The model's reads are core_cache_reads.cpp.
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -112,52 +112,6 @@ void KvsimCoreCache::check_side_structures() {
     fail("backend.memory_owned", wrong);
 }
 
-Block& KvsimCoreCache::scratch(size_t bytes) {
-  if (scratch_.valid() && scratch_.bytes >= bytes) return scratch_;
-  if (scratch_.valid()) backend_.free(scratch_);
-  scratch_ = backend_.allocate(MemoryKind::kPinnedHost, std::max<size_t>(bytes, 4096),
-                               backend_.compute_stream(), "model read scratch");
-  KV_ASSERT(scratch_.valid(), "no host memory for the model-read scratch buffer");
-  return scratch_;
-}
-
-bool KvsimCoreCache::read_pool_range(const KVPoolView& view, std::span<const SlotIndex> slots,
-                                     std::span<const size_t> positions, const SimRequest& r,
-                                     int kind, const char* what) {
-  if (slots.empty()) return true;
-  const int32_t layers = view.layer_count;
-  const size_t per_layer = slots.size() * view.item_bytes;
-  Block& out = scratch(per_layer * static_cast<size_t>(layers));
-  const StreamId compute = backend_.compute_stream();
-  // Copies in compute-stream order: after every wait the forward would have made.
-  for (int32_t layer = 0; layer < layers; ++layer) {
-    for_each_consecutive_run(slots, [&](size_t i, size_t j) {
-      backend_.copy_async(compute, out,
-                          static_cast<size_t>(layer) * per_layer + i * view.item_bytes, view.block,
-                          view.offset(layer, slots[i]), (j - i) * view.item_bytes, "model read");
-    });
-  }
-  drive_compute();
-  ++ctx_.stats.content_checks;
-  // Without positions, item i is position i: the hashes of positions 0..n-1.
-  const std::span<const uint64_t> hashes =
-      positions.empty() ? std::span<const uint64_t>(r.prefix_hash).first(slots.size())
-                        : std::span<const uint64_t>(r.prefix_hash);
-  for (int32_t layer = 0; layer < layers; ++layer) {
-    const std::byte* got = out.ptr + static_cast<size_t>(layer) * per_layer;
-    const size_t i = first_wrong_item(hashes, positions, layer, static_cast<ContentKind>(kind),
-                                      view.item_bytes, got, expected_scratch_);
-    if (i < slots.size()) {
-      fail("content", std::string(what) + ": request " + std::to_string(r.rid) + " position " +
-                          std::to_string(positions.empty() ? i : positions[i]) + " layer " +
-                          std::to_string(layer) + " (slot " + std::to_string(slots[i]) +
-                          ") holds bytes of another prefix");
-      return false;
-    }
-  }
-  return true;
-}
-
 bool KvsimCoreCache::check_prefetched_host(const SimRequest& r) {
   const HostKVPool& host = cache_->host_pool();
   const auto page = static_cast<size_t>(scenario_.cache.page_size);
@@ -193,58 +147,6 @@ bool KvsimCoreCache::check_prefetched_host(const SimRequest& r) {
     if (k < child->key.size()) break;
     pos += k;
     node = child;
-  }
-  return true;
-}
-
-bool KvsimCoreCache::read_prefix(SimRequest& r) {
-  const size_t n = r.computed;
-  if (n == 0) return true;
-  const RequestKV& kv = *state(r).kv;
-  // Positions 0..n-1: the slot list is read in place.
-  if (!read_pool_range(cache_->device_pool().view(), kv.kv().span().first(n), {}, r,
-                       static_cast<int>(ContentKind::kFull), "full KV")) {
-    return false;
-  }
-  if (sparse_) {  // the indexer keys of every complete page of the prefix
-    const auto page = static_cast<size_t>(scenario_.cache.page_size);
-    std::vector<SlotIndex> pages;
-    std::vector<size_t> last;
-    for (size_t q = 0; (q + 1) * page <= n; ++q) {
-      pages.push_back(kv.kv()[q * page] / static_cast<SlotIndex>(page));
-      last.push_back((q + 1) * page - 1);
-    }
-    if (!read_pool_range(sparse_->view(), pages, last, r, static_cast<int>(ContentKind::kIndexer),
-                         "sparse index")) {
-      return false;
-    }
-  }
-  if (SidePool* swa = cache_->side_pool(ComponentType::kSwa)) {
-    const auto window = static_cast<size_t>(scenario_.cache.swa_window_tokens);
-    std::vector<SlotIndex> wslots;
-    std::vector<size_t> wpos;
-    for (size_t i = n > window ? n - window : 0; i < n; ++i) {
-      const SlotIndex s = (*kv.swa())[i];
-      if (s == 0) {
-        fail("content", "SWA window position " + std::to_string(i) + " of request " +
-                            std::to_string(r.rid) + " has no slot");
-        return false;
-      }
-      wslots.push_back(s);
-      wpos.push_back(i);
-    }
-    if (!read_pool_range(swa->device_pool().view(), wslots, wpos, r,
-                         static_cast<int>(ContentKind::kSwa), "SWA window")) {
-      return false;
-    }
-  }
-  if (SidePool* mamba = cache_->side_pool(ComponentType::kMamba)) {
-    const SlotIndex state_slot[1] = {*kv.mamba_state()};
-    const size_t last[1] = {n - 1};
-    if (!read_pool_range(mamba->device_pool().view(), state_slot, last, r,
-                         static_cast<int>(ContentKind::kMamba), "Mamba state")) {
-      return false;
-    }
   }
   return true;
 }

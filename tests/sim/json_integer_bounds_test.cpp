@@ -14,7 +14,7 @@
 namespace kvsim::sim {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
+std::string integer_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -26,13 +26,14 @@ std::string error_of(const std::function<void()>& f) {
 TEST(JsonIntegerBounds, AnIntegerAbove2To63IsAnErrorNamingItsField) {
   const nlohmann::json doc = nlohmann::json::parse(R"({"seed": 18446744073709551615})");
   JsonReader r(doc, "s.json:1");
-  EXPECT_EQ(error_of([&] { r.integer("seed", 0, 0, INT64_MAX); }),
+  EXPECT_EQ(integer_error_of([&] { r.integer("seed", 0, 0, INT64_MAX); }),
             "s.json:1: field seed: 18446744073709551615 is out of range [0, "
             "9223372036854775807]");
   const nlohmann::json top = nlohmann::json::parse(R"({"seed": 9223372036854775808})");
   JsonReader r2(top, "s.json:1");
-  EXPECT_NE(error_of([&] { r2.integer("seed", 0, 0, INT64_MAX); }).find("9223372036854775808"),
-            std::string::npos);
+  EXPECT_NE(
+      integer_error_of([&] { r2.integer("seed", 0, 0, INT64_MAX); }).find("9223372036854775808"),
+      std::string::npos);
   const nlohmann::json max = nlohmann::json::parse(R"({"seed": 9223372036854775807})");
   JsonReader r3(max, "s.json:1");
   EXPECT_EQ(r3.integer("seed", 0, 0, INT64_MAX), INT64_MAX);  // the largest that fits is read
@@ -41,7 +42,7 @@ TEST(JsonIntegerBounds, AnIntegerAbove2To63IsAnErrorNamingItsField) {
 TEST(JsonIntegerBounds, AnArrayElementAbove2To63IsAnErrorNamingItsIndex) {
   const nlohmann::json doc = nlohmann::json::parse(R"({"ids": [1, 18446744073709551615]})");
   JsonReader r(doc, "t.json:3");
-  EXPECT_EQ(error_of([&] { r.integer_array("ids", 0, INT64_MAX); }),
+  EXPECT_EQ(integer_error_of([&] { r.integer_array("ids", 0, INT64_MAX); }),
             "t.json:3: field ids[1]: 18446744073709551615 is out of range");
 }
 
@@ -56,7 +57,7 @@ TEST(JsonIntegerBounds, AMooncakeTimestampBeyondTheLastTickNamesItsLine) {
       << "\n";
   }
   // 2^63 ms at 1 ms per tick is past 2^53 ticks; it used to become tick 2^63 (or 0 when cast).
-  const std::string e = error_of([&] { import_mooncake(path, 512, 1.0); });
+  const std::string e = integer_error_of([&] { import_mooncake(path, 512, 1.0); });
   EXPECT_EQ(e.rfind(path + ":2: field timestamp: 9223372036854775807 ms at 1 ms per tick", 0), 0u)
       << e;
   // At a coarse enough tick the same line imports.

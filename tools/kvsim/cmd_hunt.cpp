@@ -12,6 +12,7 @@
 
 #include "sim/base/json_reader.h"
 #include "sim/campaign/hunt.h"
+#include "tools/kvsim/commands.h"
 #include "tools/kvsim/html_report.h"
 #include "tools/kvsim/hunt_report.h"
 #include "tools/kvsim/probe_report.h"
@@ -130,6 +131,19 @@ int hunt_command(const HuntCommand& c) {
     o.unit_timeout_s = c.unit_timeout_s.value_or(o.target.is_kvsim() ? 30.0 : 120.0);
     const std::string dir = scenarios_dir(c.scenarios);
     if (!dir.empty()) o.named = named_scenarios(dir);
+    if (c.print_unit) {
+      const sim::HuntUnit h = sim::hunt_unit(o, *c.print_unit);
+      std::printf("%s\n", sim::to_json(h.scenario).dump(2).c_str());
+      const std::string what = h.swarm ? "a swarm draw" : "the named scenario " + h.scenario.name;
+      std::fprintf(stderr,
+                   "kvsim hunt: unit %llu of the hunt from seed %llu is %s at seed %llu; run it "
+                   "with: kvsim run FILE --seed %llu\n",
+                   static_cast<unsigned long long>(h.index),
+                   static_cast<unsigned long long>(o.seed), what.c_str(),
+                   static_cast<unsigned long long>(h.seed),
+                   static_cast<unsigned long long>(h.seed));
+      return 0;
+    }
     if (o.time_budget_s <= 0 && o.max_units == 0) {
       throw sim::InputError("--time-budget: must be positive unless --units is given");
     }
@@ -148,7 +162,10 @@ int hunt_command(const HuntCommand& c) {
     const probes::Snapshot reached = r.probes.empty() ? probes::snapshot() : r.probes;
     const std::string page =
         c.report.empty() ? "" : write_hunt_report(c.report, dir, o, r, reached);
-    const int exit_code = r.failures.empty() ? 0 : 1;
+    // Like a sweep: exit 4 when every unit ran clean but checked nothing.
+    const int exit_code = !r.failures.empty()                         ? 1
+                          : r.units > 0 && r.vacuous_units == r.units ? kExitVacuous
+                                                                      : 0;
     if (c.json) {  // one document: {"hunt": {...}, "probe_report": {...}[, "report": path]}
       nlohmann::json j = sim::hunt_json(r);
       j["probe_report"] = probe_report_json(reached, r.units)["probe_report"];
@@ -161,7 +178,12 @@ int hunt_command(const HuntCommand& c) {
         "%s", (c.probes ? probe_report_text(reached, r.units) : probe_report_line(reached, r.units))
                   .c_str());
     if (!page.empty()) std::printf("report: %s\n", page.c_str());
-    if (r.failures.empty()) {
+    if (exit_code == kExitVacuous) {
+      std::printf(
+          "verdict: VACUOUS: no violation, but none of the %llu units checked anything "
+          "(exit 4)\n",
+          static_cast<unsigned long long>(r.units));
+    } else if (r.failures.empty()) {
       std::printf("verdict: ok: no violation in %llu units (exit 0)\n",
                   static_cast<unsigned long long>(r.units));
     } else {

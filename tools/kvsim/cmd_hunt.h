@@ -28,7 +28,10 @@ struct HuntCommand {
   uint64_t units = 0;     // stop after this many units (0 = only the budget and failures)
   std::string report;     // --report DIR: an HTML page of the hunt (hunt_report.h); "" = none
   std::string scenarios;  // folder of named scenarios ("" = ./scenarios, else the source tree's)
-  TargetFlags target;     // --target / --sglang-src: the cache under test
+  // --print-unit N: print unit N's scenario (JSON, fitted to the target) and run nothing: a unit
+  // the report calls vacuous or a failure's configuration, for `kvsim run FILE --seed S + N`.
+  std::optional<uint64_t> print_unit;
+  TargetFlags target;  // --target / --sglang-src: the cache under test
 };
 
 int hunt_command(const HuntCommand& c);

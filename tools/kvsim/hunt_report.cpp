@@ -90,7 +90,8 @@ std::string hunt_report_html(const std::string& dir, const std::string& scenario
   }
 
   p << "<h2>Units</h2>\n<table id=\"units\"><tr><th>unit</th><th>kind</th><th>configuration</th>"
-    << "<th>seed</th><th>verdict</th><th>event hash</th><th>ops</th><th>invariant</th></tr>\n";
+    << "<th>seed</th><th>verdict</th><th>event hash</th><th>ops</th><th>invariant (or why "
+       "vacuous)</th></tr>\n";
   auto faults = html::all_fault_sites();  // site → (fired, units)
   for (const sim::HuntUnitRecord& u : r.unit_log) {
     p << "<tr class=\"" << esc(u.verdict) << "\"><td class=\"num\">" << u.unit << "</td><td>"
@@ -99,8 +100,8 @@ std::string hunt_report_html(const std::string& dir, const std::string& scenario
       p << (i == 0 ? ": " : ", ") << esc(u.features[i]);
     p << "</td><td class=\"num\">" << u.seed << "</td><td>" << esc(u.verdict) << "</td><td><code>"
       << (u.verdict == "hang" ? std::string("–") : sim::hex64(u.event_hash))
-      << "</code></td><td class=\"num\">" << u.ops << "</td><td>" << esc(u.invariant)
-      << "</td></tr>\n";
+      << "</code></td><td class=\"num\">" << u.ops << "</td><td>"
+      << esc(u.vacuous.empty() ? u.invariant : u.vacuous) << "</td></tr>\n";
     for (size_t i = 0; i < sim::kFaultSites; ++i) {
       if (u.faults[i] == 0) continue;
       auto& f = faults[std::string(sim::to_string(static_cast<sim::FaultSite>(i)))];

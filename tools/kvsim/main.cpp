@@ -275,6 +275,11 @@ int main(int argc, char** argv) {
       ->check(kNotNegative);
   hunt_cmd->add_option("--scenarios", hunt.scenarios,
                        "Folder of named scenarios (default: ./scenarios, else the source tree's)");
+  hunt_cmd
+      ->add_option("--print-unit", hunt.print_unit,
+                   "Print unit N's scenario as JSON (what the hunt would run, fitted to the "
+                   "target) and run nothing; kvsim run FILE --seed S+N runs it")
+      ->check(kNotNegative);
 
   // Everything after the subcommand goes to the Python importer as is (its own --help).
   CLI::App* sglang_cmd = app.add_subcommand(
