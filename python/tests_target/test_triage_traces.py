@@ -40,6 +40,11 @@ replayed by kvsim against SGLang's code (needs the built binary; skips without i
   evict_host, which evicts the leaf just demoted, and its tombstone cascade deletes the parent
   (its device KV freed, its evictable size taken off). write_backup then copies the freed slots
   and _evict_to_host demotes the deleted node: evictable size counted twice, slots freed twice.
+- himamba_evict_host_deletes_written_back_node.host_smaller.trace.jsonl (swarm seed 2 at the
+  newest snapshot, the only tag here whose host pools accept a host pool smaller than the device
+  pool: 85 and 99 tokens): the same bug, 869 ops shrunk to 21. Traced with a diagnostic wrapper:
+  _evict_device_leaf(12) -> write_backup(12) -> evict_host -> _evict_host_leaf(13), whose cascade
+  deletes nodes 12 and 11; then _evict_to_host(12) and _evict_device_leaf(11) act on deleted nodes.
 - himamba_selective_double_free.trace.jsonl (swarm seed 121, selective write-through): a real SGLang
   bug of the same cascade family: a device slot freed twice (first _evict_regular, then the
   cascade under write_backup -> evict_mamba_host); 491 ops, replayed at 21835fb0af only.
@@ -139,6 +144,13 @@ def test_evict_host_deletes_the_node_being_written_back(tag):
     r, out = _replay("himamba_evict_host_deletes_written_back_node.trace.jsonl", tag)
     assert r.returncode == 1 and "VIOLATION of sizes.component" in out, out
     assert "full: evictable -10" in out, out  # the parent's 10 tokens taken off twice
+
+
+def test_evict_host_deletes_the_node_being_written_back_with_a_smaller_host_pool():
+    # Earlier tags assert a host pool larger than the device pool; the newest accepts it.
+    r, out = _replay("himamba_evict_host_deletes_written_back_node.host_smaller.trace.jsonl", NEWEST)
+    assert r.returncode == 1 and "VIOLATION of sizes.component" in out, out
+    assert "full: evictable -3" in out, out  # nodes 12 and 11 taken off twice
 
 
 @pytest.mark.parametrize("tag", [FIX001, FIX004, FIX002])

@@ -5,18 +5,23 @@ own cache on kvsim's fake device, checks SGLang's state after each, and answers.
 
 `Driver.handle(request) -> reply` is the same loop in-process (tests). Deterministic: no clock
 (the logical clock moves on `tick`), no thread (the controller's storage workers are stepped by
-the `storage` call: storage_steps.py), no randomness."""
+the `storage` call: storage_steps.py), no randomness.
+
+Here: the loop, hello and the request calls. Beside it, as Driver's mixins: driver_checks.py
+(the checks after each call), progress_calls.py (poll, flush, evict, step, inject, tick),
+storage_calls.py and retract.py; fork_server.py serves forked drivers."""
 
 import argparse
 import gc
-import importlib
 import json
-import os
 import sys
 import traceback
 
 import torch
 
+from kvsim.sglang_target import fork_server
+from kvsim.sglang_target.driver_checks import DriverChecks
+from kvsim.sglang_target.progress_calls import ProgressCalls
 from kvsim.sglang_target.retract import RetractCalls
 from kvsim.sglang_target.storage_calls import StorageCalls
 
@@ -34,7 +39,7 @@ class DriverError(Exception):
 _SIDE_HOST_HITS = ("swa_host_hit_length", "mamba_host_hit_length")
 
 
-class Driver(StorageCalls, RetractCalls):
+class Driver(DriverChecks, ProgressCalls, StorageCalls, RetractCalls):
     DriverError = DriverError
 
     def __init__(self, sglang_src, cache_dir=None, content_every=CONTENT_EVERY, preloaded=None):
@@ -138,102 +143,6 @@ class Driver(StorageCalls, RetractCalls):
         return {"budget": self.target.budget(), "storage_reads": reads, "loads_queued": loads_queued,
                 "storage_pending": pending, "full_checks": self.full_checks}
 
-    # ---- checks --------------------------------------------------------------------------------
-    def _device_violation(self):
-        if self.device is None or len(self.device.violations) == self._seen_violations:
-            return None
-        v = self.device.violations[self._seen_violations]
-        self._seen_violations = len(self.device.violations)
-        from kvsim.sglang_target.checks import Violation  # noqa: PLC0415
-        return Violation(v.kind, v.detail)
-
-    def _exception_violation(self, exc):
-        """sglang.exception naming the innermost frame in the SGLang tree; None when no SGLang
-        frame is on the traceback (a driver bug, reported as a refusal)."""
-        from kvsim.sglang_target.checks import Violation  # noqa: PLC0415
-        if self.mods is None:
-            return None
-        tree = os.path.abspath(self.mods.source.python_dir) + os.sep
-        frames = [f for f in traceback.extract_tb(exc.__traceback__)
-                  if os.path.abspath(f.filename).startswith(tree)]
-        if not frames:
-            return None
-        f = frames[-1]
-        where = f"{os.path.relpath(f.filename, tree)}:{f.lineno} ({f.name})"
-        return Violation("sglang.exception", f"{type(exc).__name__}: {str(exc)[:300]} at {where}")
-
-    # Calls that change nothing in the cache (the clock, reads of the state) do not count toward
-    # the automatic full-check spacing, as kvsim's executor does not count ticks and liveness
-    # checks there; an explicit full_every counts every call.
-    _STILL_CALLS = frozenset({"tick", "read", "hello"})
-
-    def _full_check_due(self, call):
-        """The tree walks follow the scenario's check.full_every, as kvsim's core does: every N
-        calls, or (0, auto) once per (tree nodes + pool pages) / 8 calls that may change the
-        cache, so their cost per call stays constant whatever the size of the tree. Always at
-        quiescence."""
-        if call == "quiescent":
-            return True
-        every = self.full_every
-        if every <= 0 and call in self._STILL_CALLS:  # as the core's auto spacing: not counted
-            return False
-        self._since_full += 1
-        if every <= 0:
-            cfg = self.target.cfg
-            pages = (cfg.device_tokens + cfg.host_tokens) // max(cfg.page_size, 1)
-            every = max(1, (self._last_nodes + pages) // 8)
-        if self._since_full < every:
-            return False
-        self._since_full = 0
-        return True
-
-    def _check(self, call):
-        from kvsim.sglang_target import checks  # noqa: PLC0415
-        t = self.target
-        if getattr(t, "hybrid", False):
-            from kvsim.sglang_target.hybrid_checks import check_hybrid  # noqa: PLC0415
-            return check_hybrid(self, call)
-        # Every call: the prefetch liveness check reads the host allocations this call made.
-        allocs = self.host_allocs.take() if self.host_allocs is not None else []
-        v = checks.check_prefetch_liveness(t, allocs)
-        if v is not None:
-            return v
-        reqs = list(self.reqs.values())
-        # The slots and content checks of this call share one join of the walked nodes' values
-        # and the content check the walk itself (the checks between them change nothing).
-        shared = []
-
-        def values(nodes):
-            if not shared:
-                shared.append(checks.NodeValues(nodes))
-            return shared[0]
-        return self.run_full_checks(
-            call,
-            (lambda nodes: checks.check_residency(t, nodes), lambda nodes: checks.check_locks(t, nodes),
-             lambda nodes: checks.check_tree_shape(t, nodes),
-             lambda nodes: checks.check_slots(t, nodes, reqs, values(nodes)),
-             lambda nodes: checks.check_storage_keys(t, nodes), lambda nodes: self._retract_check()),
-            lambda nodes: checks.check_content_full(t, nodes, values(nodes))
-            or checks.check_storage_content(t, nodes))
-
-    def run_full_checks(self, call, node_checks, content_check):
-        """When a full check is due (_full_check_due): walks the tree once, runs `node_checks` (each
-        takes the walked nodes) in order to the first violation, then `content_check` every
-        content_every full checks and at quiescence. The plain, hybrid and Mamba targets' schedule."""
-        from kvsim.sglang_target import checks  # noqa: PLC0415
-        if not self._full_check_due(call):
-            return None
-        nodes = checks.walk(self.target.cache.root_node)
-        self._last_nodes = len(nodes)
-        self.full_checks += 1
-        for check in node_checks:
-            v = check(nodes)
-            if v is not None:
-                return v
-        if self.content_every and (self.full_checks % self.content_every == 0 or call == "quiescent"):
-            return content_check(nodes)
-        return None
-
     # ---- calls -----------------------------------------------------------------------------------
     def _call_hello(self, request):
         from kvsim.fakecuda import FakeDevice  # noqa: PLC0415
@@ -283,29 +192,6 @@ class Driver(StorageCalls, RetractCalls):
                            "kv_pool": self.target.kv_pool_kind, "capabilities": capabilities(self.mods)},
                 "streams": self.target.streams, "stream_count": len(self.device.streams),
                 "storage": opts is not None, "storage_backend": None if opts is None else opts["backend"]}
-
-    def _count_evictions(self):
-        """Wraps the cache's evict / evict_host (instance attributes: SGLang's own callers go
-        through them) to count what each frees: the call's decisions evicted_device /
-        evicted_host."""
-        t = self.target
-        cache = t.cache
-
-        def counted(name, key, pool):
-            original = getattr(cache, name)
-
-            def wrapper(*args, **kwargs):
-                before = int(pool.available_size())
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    freed = int(pool.available_size()) - before
-                    if freed > 0:
-                        self._decisions[key] = self._decisions.get(key, 0) + freed
-            setattr(cache, name, wrapper)
-        counted("evict", "evicted_device", t.allocator)
-        if t.host_pool is not None:
-            counted("evict_host", "evicted_host", t.host_pool)
 
     def _req(self, request, must=True):
         rid = str(request.get("rid"))
@@ -586,127 +472,6 @@ class Driver(StorageCalls, RetractCalls):
             self.prefetching.pop(str(request.get("rid")), None)
         return {}
 
-    def _acks_pending(self):
-        cc = self.target.controller
-        return len(cc.ack_write_queue), len(cc.ack_load_queue)
-
-    def _poll_counted(self):
-        """check_hicache_events, counting the write and load acks it consumed."""
-        w0, l0 = self._acks_pending()
-        self.target.cache.check_hicache_events()
-        w1, l1 = self._acks_pending()
-        for key, n in (("write_acks", w0 - w1), ("load_acks", l0 - l1)):
-            if n > 0:
-                self._decisions[key] = self._decisions.get(key, 0) + n
-
-    def _call_poll(self, request):
-        if self.target.controller is not None:
-            self._poll_counted()
-        return {}
-
-    def _call_flush(self, request):
-        t = self.target
-        self.device.drain()
-        if t.controller is not None:
-            for _ in range(4):
-                self._poll_counted()
-                if not t.controller.ack_write_queue and not t.controller.ack_load_queue:
-                    break
-            if request.get("storage") and t.storage is not None:
-                self._drain_storage()
-                self.device.drain()
-                self._poll_counted()
-        return {}
-
-    def _call_evict(self, request):
-        """SGLang's device eviction of n tokens (the scheduler's evict_from_tree_cache asks it)."""
-        n = int(request.get("n", 0))
-        if n < 0:
-            raise DriverError(f"evict: n={n} < 0")
-        self.target.evict(n)
-        return {}
-
-    def _call_evict_host(self, request):
-        """HiRadixCache.evict_host(n): what SGLang calls when host memory is short (a backup's or
-        a prefetch's allocation failed)."""
-        n = int(request.get("n", 0))
-        if n < 0:
-            raise DriverError(f"evict_host: n={n} < 0")
-        if self.target.controller is None:
-            raise DriverError("evict_host: the cache has no host tier (cache.hierarchical false)")
-        self.target.cache.evict_host(n)
-        return {}
-
-    def _call_step(self, request):
-        stream_no = int(request.get("stream"))
-        streams = self.device.streams
-        if not 0 <= stream_no < len(streams):
-            raise DriverError(f"no stream {stream_no} (streams: {self.target.streams})")
-        if getattr(self, "_streams_frozen", False):
-            return {"ran": 0}  # inject target 2: the GPU is slow this call
-        return {"ran": self.device.step(streams[stream_no], int(request.get("n", 1)))}
-
-    def _call_inject(self, request):
-        t = self.target
-        kind, keep = int(request.get("target")), int(request.get("n", 0))
-        ps = t.cfg.page_size
-        if kind == 0 and t.host_pool is not None:
-            take = min(t.host_pool.available_size() - keep * ps, self._host_hold_limit())
-            if take > 0:
-                held = t.host_pool.alloc(take)
-                if held is not None:
-                    self._host_held += len(held)
-
-                    def release_host():
-                        self._host_held -= len(held)
-                        t.host_pool.free(held)
-                    self._release_after.append(release_host)
-        elif kind == 1:
-            take = (t.allocator.available_size() // ps - keep) * ps
-            if take > 0:
-                held = t.alloc_tokens(take)  # FULL and, for the hybrid target, SWA slots (hybrid.py)
-                if held is not None:
-                    t.held_device.append(held)
-
-                    def release():
-                        t.held_device.remove(held)
-                        t.allocator.free(held)
-                    self._release_after.append(release)
-        elif kind == 2:
-            # A slow GPU: the copy streams make no progress through the next call (its `step`s
-            # run nothing). Queries stay truthful: an event whose work has run queries True on
-            # real hardware, and SGLang relies on it (LayerDoneCounter.update_producer asserts a
-            # reused producer's finish event is done); a blocking wait still completes.
-            self._streams_frozen = True
-
-            def thaw():
-                self._streams_frozen = False
-            self._release_after.append(thaw)
-        elif kind not in (0, 1, 2):
-            raise DriverError(f"inject target {kind} is not 0, 1 or 2")
-        return {}
-
-    def _host_hold_limit(self):
-        """Host tokens inject target 0 may still hold. A held page stands for one a real holder
-        outside the tree has. With a storage tier that is an in-flight prefetch, and one prefetch
-        may take every free page. Without one SGLang has no such holder: only the tree's copies
-        fill the host, and those evict_host cannot free belong to nodes on the device. SGLang
-        asserts a host pool larger than its device pool ("with the current protocol"), so a
-        write-back's evict_host always finds room. The hold therefore leaves more room than the
-        device pool has, as a host pool SGLang would build does."""
-        t = self.target
-        if getattr(t, "storage", None) is not None:
-            return t.host_pool.available_size()
-        ps = t.cfg.page_size
-        room = t.host_pool.size - t.host_pool.device_pool.size - ps - self._host_held
-        return max(0, room // ps * ps)
-
-    def _call_tick(self, request):
-        now = float(request.get("now")) / 1000.0  # ticks are logical milliseconds
-        if now > self.device.clock.now():
-            self.device.clock.set(now)
-        return {}
-
     def _call_quiescent(self, request):
         from kvsim.sglang_target import checks  # noqa: PLC0415
         if getattr(self.target, "hybrid", False):
@@ -791,143 +556,12 @@ def serve(driver, inp, out):
     return 0
 
 
-def _lines_while_parent_lives():
-    """Standard input's lines, until it ends or the process that started this one is gone (a
-    server whose kvsim was killed must not linger: it checks once a second)."""
-    import select  # noqa: PLC0415
-    parent = os.getppid()
-    pending = b""
-    while True:
-        ready, _, _ = select.select([0], [], [], 1.0)
-        if not ready:
-            if os.getppid() != parent:
-                return
-            continue
-        chunk = os.read(0, 65536)
-        if not chunk:
-            return
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            yield line.decode("utf-8")
-
-
 def serve_forks(args, out):
-    """A fork server: torch imported and SGLang loaded once (the 1-2 s a driver takes to start),
-    then one forked driver per unit. Each child opens the two FIFOs it is given (input first,
-    as the simulator opens them), serves one run and exits; the server answers the child's pid.
-    A child starts from the server's state, in which the device and SGLang's modules are
-    untouched, so it behaves as a fresh driver would. The server waits for its children (so that
-    their CPU time counts in kvsim's, which waits for the server) and, when it ends, stops any
-    still running (_end_children)."""
-    from kvsim.fakecuda import FakeDevice  # noqa: PLC0415
-    from kvsim.sglang_target import load_sglang  # noqa: PLC0415
-    from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
-    device = FakeDevice(seed=0)
-    device.install()
-    try:
-        mods = load_sglang(resolve_source(args.sglang_src), device=device)
-        # The driver's own modules that hello and the calls import: once here, not in every
-        # child (an import there compiles or reads them again: ~0.1 s of each run's start).
-        # (One that fails to import here fails again, with its message, where a child needs it.)
-        for name in ("target", "checks", "content", "requests", "metadata", "hybrid", "hybrid_capabilities",
-                     "retract_checks", "retract_pool"):
-            try:
-                importlib.import_module(f"kvsim.sglang_target.{name}")
-            except ImportError:
-                pass
-        _freeze_loaded()
-        from kvsim.sglang_target.hybrid_capabilities import capabilities  # noqa: PLC0415
-        out.write(json.dumps({"ok": True, "sglang": {"commit": mods.source.commit or "",
-                                                     "capabilities": capabilities(mods)}}) + "\n")
-    except Exception as exc:  # noqa: BLE001 - reported to the simulator, which stops
-        out.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
-        out.flush()
-        return 2
-    out.flush()
-    children = set()
-    try:
-        _serve_fork_requests(args, out, device, mods, children)
-    finally:
-        _end_children(children)
-    return 0
-
-
-def _reap_children(children):
-    """Waits for the children that have exited (no zombies left between two runs)."""
-    for pid in sorted(children):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done == pid:
-            children.discard(pid)
-
-
-def _end_children(children, grace_s=0.5):
-    """At the server's end: children still running get grace_s to finish (a run's 'bye' closes
-    its storage folder), then SIGKILL (within the 1 s kvsim gives the server before it kills it). A driver stuck in a call (a hunt worker killed for a hang
-    closed its pipes, but the driver never reads again) or blocked opening FIFOs that kvsim never
-    opened would otherwise outlive the hunt and take a core."""
-    import signal  # noqa: PLC0415
-    import time  # noqa: PLC0415
-    deadline = time.monotonic() + grace_s  # wall time only bounds the wait; no run reads it
-    while children and time.monotonic() < deadline:
-        _reap_children(children)
-        if children:
-            time.sleep(0.02)
-    for pid in sorted(children):
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-    children.clear()
-
-
-def _serve_fork_requests(args, out, device, mods, children):
-    """The fork server's loop: one forked driver per request line, its pid answered."""
-    for line in _lines_while_parent_lives():
-        _reap_children(children)
-        try:
-            request = json.loads(line)
-            paths = request["fork"]
-            fifo_in, fifo_out = str(paths["in"]), str(paths["out"])
-            # A zygote's request (zygote.py) also names the run's stderr file and environment.
-            err_path = str(paths["stderr"]) if paths.get("stderr") else None
-            env = {str(k): str(v) for k, v in paths["env"].items()} if "env" in paths else None
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-            out.write(json.dumps({"ok": False, "error": f"bad fork request: {exc}"}) + "\n")
-            out.flush()
-            continue
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            # The server's protocol pipes are not the child's: it talks over its FIFOs only.
-            os.close(0)
-            code = 0
-            try:
-                if err_path is not None:
-                    os.dup2(os.open(err_path, os.O_WRONLY | os.O_APPEND), 2)
-                os.dup2(2, 1)
-                if env is not None:
-                    os.environ.clear()
-                    os.environ.update(env)
-                with open(fifo_in, "r", encoding="utf-8") as inp, \
-                        open(fifo_out, "w", encoding="utf-8") as child_out:
-                    driver = Driver(args.sglang_src, content_every=args.content_every,
-                                    preloaded=(device, mods))
-                    driver.exits_after_close = True
-                    code = serve(driver, inp, child_out)
-            except BaseException:  # noqa: BLE001 - a child never returns into the server loop
-                traceback.print_exc()
-                code = 2
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        children.add(pid)
-        out.write(json.dumps({"ok": True, "pid": pid}) + "\n")
-        out.flush()
+    """A fork server of this module's drivers (fork_server.serve_forks): one per unit, each
+    starting from SGLang loaded once here."""
+    def make_driver(device, mods):
+        return Driver(args.sglang_src, content_every=args.content_every, preloaded=(device, mods))
+    return fork_server.serve_forks(args.sglang_src, out, make_driver, serve, _freeze_loaded)
 
 
 if __name__ == "__main__":
