@@ -13,7 +13,7 @@
 namespace kvsim::sim {
 
 std::string sglang_exception_site(const std::string& detail) {
-  // "<Type>: <message> at <file>:<line> (<function>)" (python/kvsim/sglang_target/driver.py,
+  // "<Type>: <message> at <file>:<line> (<function>)" (python/kvsim/sglang_target/driver_checks.py,
   // _exception_violation): the type and the frame, not the message (it carries sizes and ids
   // that change as the trace shrinks).
   const size_t colon = detail.find(':');

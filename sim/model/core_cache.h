@@ -63,7 +63,7 @@ class KvsimCoreCache final : public CacheUnderTest {
   void set_compute_waits_on_loads_only(bool on) { compute_waits_on_loads_only_ = on; }
   // An inject of target 0 leaves the main host pool more room than the device pool has, where
   // there is no storage tier: what the SGLang target's driver does (it has no holder of host
-  // pages outside its tree then; driver.py, _host_hold_limit). The differential's shadow.
+  // pages outside its tree then; progress_calls.py, _host_hold_limit). The differential's shadow.
   void set_host_hold_leaves_device_room(bool on) { host_hold_leaves_device_room_ = on; }
   void retract(SimRequest& r) override;
   void abort(SimRequest& r) override;
