@@ -2,7 +2,6 @@
 // slots', the caching allocator's), the host copies a prefetch filled, and quiescence at the
 // end of a run. The model's reads are core_cache_reads.cpp.
 #include <algorithm>
-#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
