@@ -316,34 +316,34 @@ bool HiCache::evict_one_write_back(TreeNode& victim) {
     return true;
   }
   // No host room (the host pool may be smaller than the node, or held by protected nodes).
-  // Its evicted descendants live on host only and hang off it: they go first (found by
-  // `kvsim hunt`: a write-back victim with host-only children and a full host pool asserted).
-  if (!victim.children.empty() && !drop_host_descendants(victim)) return false;
+  // backup_node's evict_host ran out of host leaves before it freed enough, so any evicted
+  // descendant still hanging off the victim is one it could not take: locked, or under a node
+  // locked (a load-back or prefetch in flight). The victim stays (found by `kvsim hunt`: a
+  // write-back victim with host-only children and a full host pool asserted at removal). Until
+  // session 29 such descendants were dropped when none was locked; that branch never ran in
+  // four sessions of hunts and mutants, for the reason above, which is now asserted.
+  if (!victim.children.empty()) {
+    KV_ASSERT(has_locked_descendant(victim),
+              "write-back victim " + std::to_string(victim.id) +
+                  ": no host room after evict_host, yet none of its host-only descendants is "
+                  "locked (evict_host should have taken them)");
+    return false;
+  }
   KV_PROBE(cache_evict_write_back_no_room);
   free_released(tree_->remove_device_leaf(victim));
   return true;
 }
 
-bool HiCache::drop_host_descendants(TreeNode& node) {
-  std::vector<TreeNode*> order;  // parents before children
-  std::vector<TreeNode*> stack;
-  for (TreeNode* child : node.children.sorted())
-    stack.push_back(child);
+bool HiCache::has_locked_descendant(const TreeNode& node) const {
+  std::vector<const TreeNode*> stack;
+  node.children.append_in_reverse_key_order(stack);
   while (!stack.empty()) {
-    TreeNode* n = stack.back();
+    const TreeNode* n = stack.back();
     stack.pop_back();
-    if (!n->evicted() || n->full().lock_ref > 0 || n->full().host_lock_ref > 0) return false;
-    order.push_back(n);
-    for (TreeNode* child : n->children.sorted())
-      stack.push_back(child);
+    if (n->full().lock_ref > 0 || n->full().host_lock_ref > 0) return true;
+    n->children.append_in_reverse_key_order(stack);
   }
-  int64_t freed = 0;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // children before parents
-    freed += (*it)->token_count();
-    free_released(tree_->remove_host_leaf(**it));
-  }
-  stats_.evicted_host_tokens += freed;
-  return true;
+  return false;
 }
 
 int64_t HiCache::evict_host(int64_t host_tokens) {

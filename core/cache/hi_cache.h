@@ -387,9 +387,8 @@ class HiCache {
   void finish_write_ack(const TransferAck& ack);
   void finish_load_ack(const TransferAck& ack);
   bool evict_one_write_back(TreeNode& victim);
-  // Removes every (evicted, host-only) node under `node`, children first; false and nothing
-  // removed when one of them is locked or host-protected.
-  bool drop_host_descendants(TreeNode& node);
+  // Whether a node under `node` is locked or host-protected.
+  bool has_locked_descendant(const TreeNode& node) const;
   void compute_node_hashes(TreeNode& node);
   PageDigest last_hash(TreeNode& node);
   void enqueue_storage_backup(TreeNode& node);

@@ -254,6 +254,42 @@ TEST_F(WriteBackTest, EvictionWritesToHostFirstAndLoadBackRestores) {
   EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
 }
 
+class WriteBackSmallHostTest : public CacheFixture {
+ protected:
+  WriteBackSmallHostTest() : CacheFixture(options()) {}
+  static HiCacheOptions options() {
+    HiCacheOptions o = default_options();
+    o.write_policy = WritePolicy::kWriteBack;
+    o.host_tokens = 24;  // room for one 16-token node and half of another
+    return o;
+  }
+};
+
+// A write-back victim whose evicted child is host-protected (a load or prefetch in flight) and
+// a host pool with no room for it: evict_host cannot take the child, so the victim stays on the
+// device (HiCache::evict_one_write_back asserts that only such a child can be left). Once the
+// protection ends, evict_host takes the child and the victim is written back.
+TEST_F(WriteBackSmallHostTest, AVictimWithAProtectedHostOnlyChildStaysUntilTheChildIsFree) {
+  const std::vector<Token> t = tokens_from(11, 32);
+  run_request(0, std::span<const Token>(t).first(16));
+  run_request(0, t);
+  ASSERT_EQ(cache_->evict(16), 16);  // the 16-token child, written back to host
+  MatchResult m = cache_->match_prefix(0, t);
+  ASSERT_EQ(m.host_hit_length, 16);
+  TreeNode& parent = *m.last_device_node;
+  TreeNode& child = *m.best_match_node;
+  ASSERT_TRUE(child.evicted());
+  ASSERT_EQ(child.parent, &parent);
+  // Stands in for the protection of a load or prefetch in flight (the full check would ask which
+  // live operation owns it, so it runs only after the release, at TearDown).
+  cache_->tree().protect_host(child);
+  EXPECT_EQ(cache_->evict(16), 0);  // 8 host tokens free, the child not evictable
+  EXPECT_FALSE(parent.evicted());
+  cache_->tree().release_host(child);
+  EXPECT_EQ(cache_->evict(16), 16);  // evict_host took the child; the parent went to host
+  EXPECT_EQ(cache_->match_prefix(0, t).host_hit_length, 16);
+}
+
 class SelectiveTest : public CacheFixture {
  protected:
   SelectiveTest() : CacheFixture(options()) {}
