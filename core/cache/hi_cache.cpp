@@ -317,8 +317,8 @@ bool HiCache::evict_one_write_back(TreeNode& victim) {
   }
   // No host room (the host pool may be smaller than the node, or held by protected nodes).
   // backup_node's evict_host ran out of host leaves before it freed enough, so any evicted
-  // descendant still hanging off the victim is one it could not take: locked, or under a node
-  // locked (a load-back or prefetch in flight). The victim stays (found by `kvsim hunt`: a
+  // descendant still hanging off the victim is one it could not take: locked (a load-back or
+  // prefetch in flight), or above a locked one. The victim stays (found by `kvsim hunt`: a
   // write-back victim with host-only children and a full host pool asserted at removal). Until
   // session 29 such descendants were dropped when none was locked; that branch never ran in
   // four sessions of hunts and mutants, for the reason above, which is now asserted.
