@@ -48,11 +48,12 @@ std::string hunt_report_html(const std::string& dir, const std::string& scenario
 
   const size_t failures = r.failures.size();
   p << "<table id=\"summary\"><tr><th>units</th><th>swarm</th><th>named</th><th>failures</th>"
-    << "<th>ops</th><th>wall time</th><th>stopped</th></tr><tr><td class=\"num\">" << r.units
-    << "</td><td class=\"num\">" << r.swarm_units << "</td><td class=\"num\">"
+    << "<th>vacuous</th><th>ops</th><th>wall time</th><th>stopped</th></tr><tr><td class=\"num\">"
+    << r.units << "</td><td class=\"num\">" << r.swarm_units << "</td><td class=\"num\">"
     << r.units - r.swarm_units << "</td><td class=\"num " << (failures ? "bad" : "ok") << "\">"
-    << failures << "</td><td class=\"num\">" << r.ops << "</td><td class=\"num\">"
-    << seconds(r.wall_s) << "</td><td>" << esc(r.stopped) << "</td></tr></table>\n";
+    << failures << "</td><td class=\"num\">" << r.vacuous_units << "</td><td class=\"num\">"
+    << r.ops << "</td><td class=\"num\">" << seconds(r.wall_s) << "</td><td>" << esc(r.stopped)
+    << "</td></tr></table>\n";
 
   p << "<h2>Budget</h2>\n<table id=\"budget\"><tr><th>limit</th><th>value</th></tr>\n"
     << "<tr><td>time budget</td><td>"
