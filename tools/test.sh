@@ -104,7 +104,8 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   # the SGLang hunt (one Python driver: one core) and the mutation runner (a mutant's one
   # changed file compiled at a time, then a hunt on one core). One after another, each left a
   # core idle most of its time (docs/benchmarks.md, "CI time, session 29"). The two in the
-  # background print their output when they end; any of the three fails the run.
+  # background print their output when they end; the score sample follows the runner; any of
+  # the four fails the run.
   fuzz_log=build/ci-fuzz.log
   sglang_log=build/ci-sglang.log
   echo "== [${SECONDS} s] fuzz smoke (fuzz/run_smoke.sh ${KVSIM_FUZZ_SECONDS:-10}), beside the SGLang hunt and the mutation runner"
@@ -123,27 +124,29 @@ if [ "${CI:-}" = "true" ] && [ "$preset" = "default" ]; then
   runner_rc=0
   tests/mutants/run_mutants.sh --budget "${KVSIM_MUTANT_BUDGET:-60}" || runner_rc=$?
   echo "== [${SECONDS} s] the mutation runner ended (exit $runner_rc)"
+  # A small blind mutation-score sample (docs/mutation-score.md): fails if the tool breaks (apply,
+  # build a private copy, hunt, classify, merge), not on the score of 2 mutants. One shard: the
+  # copy's build is the stage's cost, and a second shard doubled it for no more coverage of the
+  # tool (tools.mutation_score_* in ctest cover the shard and merge arithmetic). It reuses the
+  # runner's copy, so it starts when the runner ends, beside the fuzz smoke's tail.
+  echo "== [${SECONDS} s] mutation score sample (tools/mutation_score.sh --sample ${KVSIM_MUTATION_SAMPLE:-2} --budget ${KVSIM_MUTATION_BUDGET:-15})"
+  score_rc=0
+  KVSIM_MUTATION_WORK=build/mutants tools/mutation_score.sh --sample "${KVSIM_MUTATION_SAMPLE:-2}" \
+    --seed "${KVSIM_MUTATION_SEED:-1}" --budget "${KVSIM_MUTATION_BUDGET:-15}" \
+    --results build/mutation-score.tsv >build/mutation-score.log 2>&1 || score_rc=$?
+  echo "== [${SECONDS} s] the mutation score sample ended (exit $score_rc)"
   sglang_rc=0
   wait "$sglang_pid" || sglang_rc=$?
   sed 's/^/  [sglang] /' "$sglang_log"
   fuzz_rc=0
   wait "$fuzz_pid" || fuzz_rc=$?
   sed 's/^/  [fuzz] /' "$fuzz_log" | grep -v '^  \[fuzz\] \[[0-9]*/[0-9]*\] '
-  if [ "$runner_rc" -ne 0 ] || [ "$sglang_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
-    echo "CI: the mutation runner exited $runner_rc, the SGLang hunt (ctest -L sglang) $sglang_rc, the fuzz smoke $fuzz_rc" >&2
+  sed "s/^/  [score] /" build/mutation-score.log
+  if [ "$score_rc" -eq 0 ]; then tools/mutation_score.sh --merge build/mutation-score.tsv; fi
+  if [ "$runner_rc" -ne 0 ] || [ "$sglang_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ] ||
+    [ "$score_rc" -ne 0 ]; then
+    echo "CI: the mutation runner exited $runner_rc, the SGLang hunt (ctest -L sglang) $sglang_rc, the fuzz smoke $fuzz_rc, the mutation score sample $score_rc" >&2
     exit 1
   fi
-  # A small blind mutation-score sample (docs/mutation-score.md): fails if the tool breaks (apply,
-  # build a private copy, hunt, classify, merge), not on the score of 2 mutants. One shard: the
-  # copy's build is the stage's cost, and a second shard doubled it for no more coverage of the
-  # tool (tools.mutation_score_* in ctest cover the shard and merge arithmetic).
-  echo "== [${SECONDS} s] mutation score sample (tools/mutation_score.sh --sample ${KVSIM_MUTATION_SAMPLE:-2} --budget ${KVSIM_MUTATION_BUDGET:-15})"
-  score_rc=0
-  KVSIM_MUTATION_WORK=build/mutants tools/mutation_score.sh --sample "${KVSIM_MUTATION_SAMPLE:-2}" \
-    --seed "${KVSIM_MUTATION_SEED:-1}" --budget "${KVSIM_MUTATION_BUDGET:-15}" \
-    --results build/mutation-score.tsv >build/mutation-score.log 2>&1 || score_rc=$?
-  sed "s/^/  [score] /" build/mutation-score.log
-  if [ "$score_rc" -ne 0 ]; then echo "CI: the mutation score sample exited $score_rc" >&2; exit 1; fi
-  tools/mutation_score.sh --merge build/mutation-score.tsv
   echo "== CI campaigns done at ${SECONDS} s"
 fi
