@@ -230,14 +230,16 @@ TEST_F(HiCacheTest, SanityReportsALeakedDeviceSlot) {
   cache_->device_slots().free(*stray);
 }
 
+HiCacheOptions write_back_options(int64_t host_tokens = 0) {
+  HiCacheOptions o = CacheFixture::default_options();
+  o.write_policy = WritePolicy::kWriteBack;
+  if (host_tokens > 0) o.host_tokens = host_tokens;
+  return o;
+}
+
 class WriteBackTest : public CacheFixture {
  protected:
-  WriteBackTest() : CacheFixture(options()) {}
-  static HiCacheOptions options() {
-    HiCacheOptions o = default_options();
-    o.write_policy = WritePolicy::kWriteBack;
-    return o;
-  }
+  WriteBackTest() : CacheFixture(write_back_options()) {}
 };
 
 TEST_F(WriteBackTest, EvictionWritesToHostFirstAndLoadBackRestores) {
@@ -254,15 +256,10 @@ TEST_F(WriteBackTest, EvictionWritesToHostFirstAndLoadBackRestores) {
   EXPECT_TRUE(device_content_ok(0, t, r.device_indices));
 }
 
+// A host pool with room for one 16-token node and half of another.
 class WriteBackSmallHostTest : public CacheFixture {
  protected:
-  WriteBackSmallHostTest() : CacheFixture(options()) {}
-  static HiCacheOptions options() {
-    HiCacheOptions o = default_options();
-    o.write_policy = WritePolicy::kWriteBack;
-    o.host_tokens = 24;  // room for one 16-token node and half of another
-    return o;
-  }
+  WriteBackSmallHostTest() : CacheFixture(write_back_options(24)) {}
 };
 
 // A write-back victim whose evicted child is host-protected (a load or prefetch in flight) and
