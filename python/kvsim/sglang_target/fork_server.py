@@ -39,7 +39,8 @@ def serve_forks(sglang_src, out, make_driver, serve, freeze_loaded):
     A child starts from the server's state, in which the device and SGLang's modules are
     untouched, so it behaves as a fresh driver would. The server waits for its children (so that
     their CPU time counts in kvsim's, which waits for the server) and, when it ends, stops any
-    still running (_end_children)."""
+    still running (_end_children). make_driver(device, mods) makes a child's driver, serve(driver,
+    inp, out) runs its protocol loop to an exit code, freeze_loaded() runs once SGLang is loaded."""
     from kvsim.fakecuda import FakeDevice  # noqa: PLC0415
     from kvsim.sglang_target import load_sglang  # noqa: PLC0415
     from kvsim.sglang_target.source import resolve_source  # noqa: PLC0415
