@@ -123,9 +123,7 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
   for (const probes::Count& c : probes::snapshot())
     u.probes.push_back(c.count);
   u.violation = r.violation;
-  u.vacuous = vacuous_reason(h.scenario, r);
   if (!r.violation && rebuild.problem()) {
-    u.vacuous.clear();
     // Not in the op trace's replay (which does not rebuild): the hunt's own rerun reproduces it.
     u.violation = SimViolation{"tree.snapshot_rebuild",
                                *rebuild.problem() + " (rerun: kvsim hunt --seed " +
@@ -134,6 +132,7 @@ UnitResult run_unit(const HuntOptions& options, uint64_t index) {
                                static_cast<size_t>(r.stats.ops)};
     return u;
   }
+  u.vacuous = vacuous_reason(h.scenario, r);  // "" when the run failed
   if (r.violation) {
     u.trace = trace_path(options, u.source, h.seed, ".trace.jsonl");
     write_op_trace(u.trace, OpTrace{.scenario = h.scenario,
@@ -173,7 +172,7 @@ class Collector {
     } else {
       ++report_.scenarios[u.source];
     }
-    if (!u.violation && !u.vacuous.empty()) {
+    if (!u.vacuous.empty()) {  // only a clean unit has a reason
       ++report_.vacuous_units;
       ++report_.vacuous[u.source + ": " + u.vacuous];
     }
@@ -193,7 +192,7 @@ class Collector {
                                       ? u.violation->invariant
                                       : "violation",
                        .invariant = u.violation ? u.violation->invariant : "",
-                       .vacuous = u.violation ? "" : u.vacuous,
+                       .vacuous = u.vacuous,
                        .faults = u.faults});
     if (report_.probes.empty()) {
       for (const probes::Info& p : probes::all())

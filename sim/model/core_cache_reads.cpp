@@ -32,27 +32,29 @@ const std::byte* KvsimCoreCache::gather(const KVPoolView& view, std::span<const 
                                         ReadPath path) {
   const size_t per_layer = slots.size() * view.item_bytes;
   const size_t bytes = per_layer * static_cast<size_t>(view.layer_count);
-  if (path == ReadPath::kInPlace) {
-    in_place_scratch_.resize(bytes);
+  // copy(destination offset, offset in the pool's block, bytes) for each run of consecutive
+  // slots of each layer: item i of layer l lands at l * per_layer + i * item_bytes.
+  auto each_run = [&](auto&& copy) {
     for (int32_t layer = 0; layer < view.layer_count; ++layer) {
       for_each_consecutive_run(slots, [&](size_t i, size_t j) {
-        std::memcpy(
-            in_place_scratch_.data() + static_cast<size_t>(layer) * per_layer + i * view.item_bytes,
-            view.block.ptr + view.offset(layer, slots[i]), (j - i) * view.item_bytes);
+        copy(static_cast<size_t>(layer) * per_layer + i * view.item_bytes,
+             view.offset(layer, slots[i]), (j - i) * view.item_bytes);
       });
     }
+  };
+  if (path == ReadPath::kInPlace) {
+    in_place_scratch_.resize(bytes);
+    each_run([&](size_t to, size_t from, size_t n) {
+      std::memcpy(in_place_scratch_.data() + to, view.block.ptr + from, n);
+    });
     return in_place_scratch_.data();
   }
   Block& out = scratch(bytes);
   const StreamId compute = backend_.compute_stream();
   // Copies in compute-stream order: after every wait the forward would have made.
-  for (int32_t layer = 0; layer < view.layer_count; ++layer) {
-    for_each_consecutive_run(slots, [&](size_t i, size_t j) {
-      backend_.copy_async(compute, out,
-                          static_cast<size_t>(layer) * per_layer + i * view.item_bytes, view.block,
-                          view.offset(layer, slots[i]), (j - i) * view.item_bytes, "model read");
-    });
-  }
+  each_run([&](size_t to, size_t from, size_t n) {
+    backend_.copy_async(compute, out, to, view.block, from, n, "model read");
+  });
   drive_compute();
   return out.ptr;
 }

@@ -45,6 +45,14 @@ class StrayWrite final : public ExecutorObserver {
   bool done_ = false;
 };
 
+RunResult run_with_stray_write(const Scenario& s, uint64_t seed) {
+  std::unique_ptr<StrayWrite> plant;
+  return run_scenario(RunRequest{.scenario = &s, .seed = seed, .setup = [&](Executor& e) {
+                                   plant = std::make_unique<StrayWrite>(e);
+                                   e.set_observer(plant.get());
+                                 }});
+}
+
 TEST(FinalRead, ARunWithoutHitsStillChecksModelReads) {
   const Scenario s = no_hit_scenario(true);
   const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 3});
@@ -73,22 +81,14 @@ TEST(FinalRead, TheReadAddsNoStreamOpSoTheRunIsTheSame) {
 
 TEST(FinalRead, CatchesAStrayWriteOverRunningRequestsThatNoHitReads) {
   const Scenario s = no_hit_scenario(true);
-  std::unique_ptr<StrayWrite> plant;
-  const RunResult r = run_scenario(RunRequest{.scenario = &s, .seed = 3, .setup = [&](Executor& e) {
-                                                plant = std::make_unique<StrayWrite>(e);
-                                                e.set_observer(plant.get());
-                                              }});
+  const RunResult r = run_with_stray_write(s, 3);
   ASSERT_FALSE(r.ok()) << "the stray write went unseen";
   EXPECT_EQ(r.violation->invariant, "content");
   EXPECT_NE(r.violation->detail.find("the last forward's read, at finish"), std::string::npos)
       << r.violation->detail;
   // Without content checks nothing else sees it: the bytes are the model's, not the cache's.
   const Scenario off = no_hit_scenario(false);
-  const RunResult quiet =
-      run_scenario(RunRequest{.scenario = &off, .seed = 3, .setup = [&](Executor& e) {
-                                plant = std::make_unique<StrayWrite>(e);
-                                e.set_observer(plant.get());
-                              }});
+  const RunResult quiet = run_with_stray_write(off, 3);
   EXPECT_TRUE(quiet.ok());
 }
 
